@@ -1,0 +1,29 @@
+"""rxrl: typed functional-reactive dataflow plans for distributed reinforcement learning.
+
+Build a plan with sources and ``|``; run it with ``rxrl.run(plan, backend=...)``::
+
+    import rxrl
+    from rxrl import ops
+    plan = rxrl.from_iterable(range(10)) | ops.map(lambda x: x * x) | ops.window(3)
+    for batch in rxrl.run(plan):
+        print(batch)
+"""
+
+from rxrl import ops
+from rxrl.actors import ActorGroup, Tagged, actors, indexed_actors
+from rxrl.errors import ActorError, OperatorError, PlanError, RxrlError, ScheduleError
+from rxrl.events import Event, log_events
+from rxrl.plan import Collect, LocalOp, Op, Plan, Shards
+from rxrl.run import Backend, Run, register_backend, run
+from rxrl.schedule import Schedule, Trace
+from rxrl.show import show
+from rxrl.sources import from_actors, from_iterable, from_iterables
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActorError", "ActorGroup", "Backend", "Collect", "Event", "LocalOp", "Op", "OperatorError",
+    "Plan", "PlanError", "Run", "RxrlError", "Schedule", "ScheduleError", "Shards", "Tagged",
+    "Trace", "actors", "from_actors", "from_iterable", "from_iterables", "indexed_actors",
+    "log_events", "ops", "register_backend", "run", "show",
+]

@@ -1,0 +1,1 @@
+"""Interpreters of the plan graph: ``reference`` (the semantics), ``rx`` and ``ray``."""

@@ -1,0 +1,62 @@
+"""Errors rxrl raises, and the call-site capture that lets them say where a plan was built."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Frames in these modules are rxrl's own plan-building machinery; a call site is the first
+# frame outside them, i.e. the line of user code (or algorithm module) that built the operator.
+_FRONT_MODULES = frozenset(
+    {"rxrl.errors", "rxrl.graph", "rxrl.plan", "rxrl.ops", "rxrl.sources", "rxrl.actors", "rxrl.run"}
+)
+
+
+def call_site() -> str:
+    """Return ``file:line`` of the innermost caller outside rxrl's plan-building modules."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__") in _FRONT_MODULES:
+        frame = frame.f_back
+    path = frame.f_code.co_filename
+    try:
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            path = rel
+    except ValueError:  # a different drive on Windows
+        pass
+    return f"{path}:{frame.f_lineno}"
+
+
+class RxrlError(Exception):
+    """Base class of every error rxrl raises on purpose."""
+
+
+class PlanError(RxrlError, ValueError):
+    """A plan that cannot run. The message names the operator, where it was built, and a fix."""
+
+    def __init__(self, operator: str, site: str, problem: str, fix: str = "") -> None:
+        self.operator = operator
+        self.site = site
+        message = f"{operator} (built at {site}): {problem}"
+        if fix:
+            message += f" — {fix}"
+        super().__init__(message)
+
+
+class OperatorError(RxrlError, RuntimeError):
+    """A user function raised inside an operator; the original exception is ``__cause__``."""
+
+    def __init__(self, operator: str, site: str, cause: BaseException) -> None:
+        self.operator = operator
+        self.site = site
+        super().__init__(
+            f"{operator} (built at {site}) raised {type(cause).__name__}: {cause}"
+        )
+
+
+class ActorError(RxrlError, RuntimeError):
+    """An actor could not be created, or died; the message names the group and the index."""
+
+
+class ScheduleError(RxrlError, ValueError):
+    """A schedule made a choice that the run cannot follow (e.g. a trace of another plan)."""

@@ -1,0 +1,74 @@
+"""Run events: what each operator pulled and emitted, each schedule choice, each actor effect."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Literal
+
+import attrs
+
+EventKind = Literal["pull", "emit", "end", "choice", "call"]
+
+
+@attrs.frozen
+class Event:
+    """One step of a run, reported to ``rxrl.run(..., on_event=callback)``.
+
+    - ``pull``: operator ``node`` was asked for its next item (on ``shard``, if sharded);
+    - ``emit``: it produced ``item``; ``end``: it is exhausted;
+    - ``choice``: choice point ``node`` picked input ``item`` among ``detail`` (the ready inputs);
+    - ``call``: it called ``detail`` on actor ``shard`` with ``item``.
+
+    ``node`` is the operator's occurrence number in the plan (as printed by ``str(plan)``
+    with ``ids=True``) and ``op`` its label, e.g. ``window(4)``.
+    """
+
+    kind: EventKind
+    node: int
+    op: str
+    shard: int | None = None
+    item: Any = None
+    detail: str = ""
+
+    def __str__(self) -> str:
+        where = f"#{self.node} {self.op}" + (f"[{self.shard}]" if self.shard is not None else "")
+        if self.kind == "pull":
+            return f"{where} pull"
+        if self.kind == "end":
+            return f"{where} end"
+        if self.kind == "choice":
+            return f"{where} choose input {self.item} of ready {self.detail}"
+        if self.kind == "call":
+            return f"{where} call {self.detail}({self.item!r})"
+        return f"{where} emit {self.item!r}"
+
+
+EventSink = Callable[[Event], None]
+
+
+def log_events(logger: logging.Logger | None = None, level: int = logging.DEBUG) -> EventSink:
+    r"""An ``on_event`` callback that writes each event as one line to ``logger``.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> lines: list[str] = []
+    >>> run = rxrl.run(rxrl.from_iterable([1]) | ops.map(str), on_event=lambda e: lines.append(str(e)))
+    >>> list(run)
+    ['1']
+    >>> print(*lines, sep="\n")
+    #0 map(str) pull
+    #1 from_iterable([1]) pull
+    #1 from_iterable([1]) emit 1
+    #0 map(str) emit '1'
+    #0 map(str) pull
+    #1 from_iterable([1]) pull
+    #1 from_iterable([1]) end
+    #0 map(str) end
+    """
+    log = logger or logging.getLogger("rxrl.events")
+
+    def sink(event: Event) -> None:
+        log.log(level, "%s", event)
+
+    return sink

@@ -1,0 +1,383 @@
+"""The plan IR: small frozen nodes that describe a dataflow graph; backends give them meaning."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from rxrl.actors import ActorGroup
+from rxrl.errors import PlanError
+
+UnionMode = Literal["round_robin", "async"]
+
+
+def fn_name(fn: object) -> str:
+    """A short readable name for a user function (``<lambda>`` keeps its call site in labels)."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    return str(name) if name else repr(fn)
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Node:
+    """A graph node. Identity-hashed: the same node object may appear in several plans."""
+
+    site: str
+    #: the operator's name as users write it (``map``, ``barrier``, ...)
+    op: ClassVar[str] = "node"
+    #: True for operators that may run inside a shard (per-stream, no driver state)
+    local: ClassVar[bool] = False
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        """The nodes this node reads from, in argument order."""
+        return ()
+
+    @property
+    def shards(self) -> int | None:
+        """Number of parallel streams this node produces, or None for a driver stream."""
+        return None
+
+    def params(self) -> str:
+        """The operator's arguments as shown in a printed plan."""
+        return ""
+
+    @property
+    def label(self) -> str:
+        """``op(params)``, e.g. ``window(4)``."""
+        return f"{self.op}({self.params()})"
+
+    def describe(self) -> str:
+        """The label with its call site, for error messages."""
+        return f"{self.label} at {self.site}"
+
+
+# ---------------------------------------------------------------------------------- sources
+
+
+@attrs.frozen(eq=False)
+class _OneShotGuard:
+    """Remembers whether a one-shot iterator source was consumed by an earlier run."""
+
+    used: list[bool] = attrs.field(factory=lambda: [False])
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class FromIterable(Node):
+    """A driver stream over an iterable."""
+
+    op: ClassVar[str] = "from_iterable"
+    iterable: Iterable[Any]
+    _guard: _OneShotGuard = attrs.field(factory=_OneShotGuard)
+
+    def params(self) -> str:
+        return _describe_iterable(self.iterable)
+
+    def open(self) -> Iterator[Any]:
+        """A fresh iterator; a one-shot iterator source refuses a second run clearly."""
+        return _open_once(self, self.iterable, self._guard)
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class FromIterables(Node):
+    """One shard per iterable."""
+
+    op: ClassVar[str] = "from_iterables"
+    iterables: tuple[Iterable[Any], ...]
+    _guards: tuple[_OneShotGuard, ...] = attrs.field()
+
+    @_guards.default
+    def _make_guards(self) -> tuple[_OneShotGuard, ...]:
+        return tuple(_OneShotGuard() for _ in self.iterables)
+
+    @property
+    def shards(self) -> int:
+        return len(self.iterables)
+
+    def params(self) -> str:
+        return f"{len(self.iterables)} iterables"
+
+    def open(self, shard: int) -> Iterator[Any]:
+        """A fresh iterator over shard ``shard``'s iterable."""
+        return _open_once(self, self.iterables[shard], self._guards[shard])
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class FromActors(Node):
+    """Shard ``i`` yields ``fn(actor_i)`` each time it is pulled (an infinite stream)."""
+
+    op: ClassVar[str] = "from_actors"
+    group: ActorGroup[Any]
+    fn: Callable[[Any], Any]
+
+    @property
+    def shards(self) -> int:
+        return self.group.size
+
+    def params(self) -> str:
+        return f"{self.group!r}, {fn_name(self.fn)}"
+
+
+def _describe_iterable(xs: Iterable[Any]) -> str:
+    if isinstance(xs, range | list | tuple | str) and len(xs) <= 6:
+        return repr(xs)
+    if isinstance(xs, Sequence):
+        return f"<{type(xs).__name__} of {len(xs)}>"
+    return f"<{type(xs).__name__}>"
+
+
+def _open_once(node: Node, xs: Iterable[Any], guard: _OneShotGuard) -> Iterator[Any]:
+    it = iter(xs)
+    if it is xs:  # a one-shot iterator: a second run would silently see nothing
+        if guard.used[0]:
+            raise PlanError(
+                node.label,
+                node.site,
+                "this source is a one-shot iterator that an earlier run already consumed",
+                "pass a list (or another re-iterable collection) to run the plan again",
+            )
+        guard.used[0] = True
+    return it
+
+
+# ------------------------------------------------------------------ unary, shard-local operators
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Unary(Node):
+    """An operator with one input."""
+
+    input: Node
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+    @property
+    def shards(self) -> int | None:
+        return self.input.shards if self.local else None
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Map(Unary):
+    """``fn(x)`` for each item."""
+
+    op: ClassVar[str] = "map"
+    local: ClassVar[bool] = True
+    fn: Callable[[Any], Any]
+
+    def params(self) -> str:
+        return fn_name(self.fn)
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Filter(Unary):
+    """Items for which ``pred(x)`` is true."""
+
+    op: ClassVar[str] = "filter"
+    local: ClassVar[bool] = True
+    pred: Callable[[Any], bool]
+
+    def params(self) -> str:
+        return fn_name(self.pred)
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class FlatMap(Unary):
+    """The items of ``fn(x)`` for each item."""
+
+    op: ClassVar[str] = "flat_map"
+    local: ClassVar[bool] = True
+    fn: Callable[[Any], Iterable[Any]]
+
+    def params(self) -> str:
+        return fn_name(self.fn)
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Window(Unary):
+    """Lists of ``count`` consecutive items; a short final list at end of stream."""
+
+    op: ClassVar[str] = "window"
+    local: ClassVar[bool] = True
+    count: int
+
+    def params(self) -> str:
+        return str(self.count)
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class SizeWindow(Unary):
+    """``combine(items)`` once the summed ``size`` of buffered items reaches ``min_size``."""
+
+    op: ClassVar[str] = "window"
+    local: ClassVar[bool] = True
+    min_size: int
+    size: Callable[[Any], int]
+    combine: Callable[[list[Any]], Any]
+
+    def params(self) -> str:
+        return f"min_size={self.min_size}, size={fn_name(self.size)}, combine={fn_name(self.combine)}"
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Take(Unary):
+    """The first ``count`` items, then the end (without pulling item ``count + 1``)."""
+
+    op: ClassVar[str] = "take"
+    local: ClassVar[bool] = True
+    count: int
+
+    def params(self) -> str:
+        return str(self.count)
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Scan(Unary):
+    """Each accumulated ``acc = fn(acc, x)``, starting from ``init`` (which is not emitted)."""
+
+    op: ClassVar[str] = "scan"
+    local: ClassVar[bool] = True
+    fn: Callable[[Any, Any], Any]
+    init: Any
+
+    def params(self) -> str:
+        return f"{fn_name(self.fn)}, {self.init!r}"
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Tap(Unary):
+    """Calls ``fn(x)`` for its side effect; the item passes on unchanged."""
+
+    op: ClassVar[str] = "tap"
+    local: ClassVar[bool] = True
+    fn: Callable[[Any], object]
+
+    def params(self) -> str:
+        return fn_name(self.fn)
+
+
+# --------------------------------------------------------------- shards -> driver collectors
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Barrier(Unary):
+    """Rounds of one item per live shard, in shard order."""
+
+    op: ClassVar[str] = "barrier"
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Gather(Unary):
+    """Items of all shards in completion order, at most ``max_in_flight`` requests per shard."""
+
+    op: ClassVar[str] = "gather"
+    max_in_flight: int
+    tagged: bool
+
+    def params(self) -> str:
+        return f"max_in_flight={self.max_in_flight}" + (", tagged=True" if self.tagged else "")
+
+
+# ------------------------------------------------------------------ driver actor effects
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Broadcast(Unary):
+    """``fn(actor, x)`` on every actor of ``group``, in index order; ``x`` passes on."""
+
+    op: ClassVar[str] = "broadcast"
+    group: ActorGroup[Any]
+    fn: Callable[[Any, Any], object]
+
+    def params(self) -> str:
+        return f"{self.group!r}, {fn_name(self.fn)}"
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Call(Unary):
+    """``fn(actor, x)`` on one actor of ``group`` (see ``ops.call`` for which); emits the result."""
+
+    op: ClassVar[str] = "call"
+    group: ActorGroup[Any]
+    fn: Callable[[Any, Any], Any]
+    route: Callable[[Any], int] | None
+
+    def params(self) -> str:
+        route = f", route={fn_name(self.route)}" if self.route is not None else ""
+        return f"{self.group!r}, {fn_name(self.fn)}{route}"
+
+
+# ------------------------------------------------------------------------ n-ary, driver only
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Nary(Node):
+    """An operator over several driver streams."""
+
+    streams: tuple[Node, ...]
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return self.streams
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Zip(Nary):
+    """Tuples of the k-th items of every input; ends with the shortest input."""
+
+    op: ClassVar[str] = "zip"
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Union(Nary):
+    """Interleaves its inputs: round robin by ``weights``, or as ready (``mode="async"``)."""
+
+    op: ClassVar[str] = "union"
+    mode: UnionMode
+    weights: tuple[int, ...]
+
+    def params(self) -> str:
+        parts = [f"mode={self.mode!r}"]
+        if any(w != 1 for w in self.weights):
+            parts.append(f"weights={list(self.weights)}")
+        return ", ".join(parts)
+
+    def emits(self, index: int) -> bool:
+        """Whether items of input ``index`` appear in the output."""
+        return True
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Concurrently(Union):
+    """A union that runs every input but emits only the items of the inputs in ``emit``."""
+
+    op: ClassVar[str] = "concurrently"
+    emit: frozenset[int]
+
+    def params(self) -> str:
+        return f"{super().params()}, emit={sorted(self.emit)}"
+
+    def emits(self, index: int) -> bool:
+        return index in self.emit
+
+
+def check_driver_inputs(node: Node) -> None:
+    """Raise PlanError if a driver operator reads a sharded stream (types were bypassed)."""
+    for child in node.inputs:
+        if child.shards is not None and not isinstance(node, Barrier | Gather) and not node.local:
+            raise PlanError(
+                node.label,
+                node.site,
+                f"this operator runs on the driver but its input {child.label} is sharded "
+                f"({child.shards} shards)",
+                "collect the shards first with ops.barrier() or ops.gather()",
+            )
+        if isinstance(node, Barrier | Gather) and child.shards is None:
+            raise PlanError(
+                node.label,
+                node.site,
+                f"{node.op}() collects Shards, but its input {child.label} is a driver Plan",
+                f"remove {node.op}(), or build the input with rxrl.from_actors/from_iterables",
+            )

@@ -1,0 +1,422 @@
+"""Operator constructors: ``plan | ops.map(f) | ops.window(4) | ...``.
+
+Every operator's contract is in docs/semantics.md; each docstring shows it on a tiny example
+(the tests run these examples). Shard-local operators (map, filter, flat_map, window, take,
+scan, tap) work on both ``Plan`` and ``Shards``; the others run on the driver.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterable, Sequence, Sized
+from typing import Any, Literal, TypeVar, overload
+
+from rxrl import graph as g
+from rxrl.actors import A, ActorGroup, Tagged
+from rxrl.errors import PlanError, call_site
+from rxrl.plan import Collect, LocalOp, Op, Plan, as_node
+
+T = TypeVar("T")
+U = TypeVar("U")
+V = TypeVar("V")
+W = TypeVar("W")
+S = TypeVar("S", bound=Sized)
+
+__all__ = [
+    "alongside", "barrier", "broadcast", "call", "concurrently", "filter", "flat_map", "gather",
+    "map", "scan", "take", "tap", "union", "window", "zip",
+]
+
+
+def _callable(op: str, site: str, **fns: object) -> None:
+    for arg, fn in fns.items():
+        if not callable(fn):
+            raise PlanError(op, site, f"{arg} must be callable, got {fn!r}")
+
+
+def _positive_int(op: str, site: str, arg: str, value: object, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise PlanError(op, site, f"{arg} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+# ------------------------------------------------------------------------ shard-local operators
+
+
+def map(fn: Callable[[T], U]) -> LocalOp[T, U]:  # noqa: A001 - the operator's name
+    """``fn(x)`` for every item, in order, exactly once each.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> list(rxrl.run(rxrl.from_iterable([1, 2, 3]) | ops.map(lambda x: x * 10)))
+    [10, 20, 30]
+    """
+    site = call_site()
+    _callable(f"map({g.fn_name(fn)})", site, fn=fn)
+    return LocalOp(lambda src: g.Map(input=src, fn=fn, site=site), "map")
+
+
+def filter(pred: Callable[[T], bool]) -> LocalOp[T, T]:  # noqa: A001 - the operator's name
+    """The items for which ``pred(x)`` is true, in order.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> list(rxrl.run(rxrl.from_iterable(range(6)) | ops.filter(lambda x: x % 2 == 0)))
+    [0, 2, 4]
+    """
+    site = call_site()
+    _callable(f"filter({g.fn_name(pred)})", site, pred=pred)
+    return LocalOp(lambda src: g.Filter(input=src, pred=pred, site=site), "filter")
+
+
+def flat_map(fn: Callable[[T], Iterable[U]]) -> LocalOp[T, U]:
+    """The items of ``fn(x)`` for every item, in order.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> list(rxrl.run(rxrl.from_iterable([1, 2, 3]) | ops.flat_map(lambda x: [x] * x)))
+    [1, 2, 2, 3, 3, 3]
+    """
+    site = call_site()
+    _callable(f"flat_map({g.fn_name(fn)})", site, fn=fn)
+    return LocalOp(lambda src: g.FlatMap(input=src, fn=fn, site=site), "flat_map")
+
+
+@overload
+def window(count: int, /) -> LocalOp[T, list[T]]: ...
+
+
+@overload
+def window(*, min_size: int, combine: Callable[[list[S]], U]) -> LocalOp[S, U]: ...
+
+
+@overload
+def window(*, min_size: int, size: Callable[[T], int], combine: Callable[[list[T]], U]) -> LocalOp[T, U]: ...
+
+
+def window(
+    count: int | None = None,
+    /,
+    *,
+    min_size: int | None = None,
+    size: Callable[[Any], int] | None = None,
+    combine: Callable[[list[Any]], Any] | None = None,
+) -> LocalOp[Any, Any]:
+    """Batches consecutive items. Each item lands in exactly one window, in order.
+
+    ``window(n)`` emits lists of ``n`` items. ``window(min_size=m, combine=f, size=len)``
+    buffers items until their summed ``size`` reaches ``m`` and emits ``f(buffer)``: RL's
+    "concatenate sample batches up to at least m steps". At end of stream a short final
+    window (the leftover items, if any) is emitted.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> list(rxrl.run(rxrl.from_iterable(range(5)) | ops.window(2)))
+    [[0, 1], [2, 3], [4]]
+    >>> words = rxrl.from_iterable(["ab", "c", "def", "g"])
+    >>> list(rxrl.run(words | ops.window(min_size=3, combine="".join)))
+    ['abc', 'def', 'g']
+    """
+    site = call_site()
+    if count is not None:
+        if min_size is not None or size is not None or combine is not None:
+            raise PlanError(f"window({count!r})", site,
+                            "give either a count or min_size=/combine=, not both")
+        n = _positive_int(f"window({count!r})", site, "count", count)
+        return LocalOp(lambda src: g.Window(input=src, count=n, site=site), "window")
+    label = f"window(min_size={min_size!r})"
+    if min_size is None or combine is None:
+        raise PlanError(label, site, "a size window needs min_size= and combine=",
+                        "or use window(n) for windows of n items")
+    m = _positive_int(label, site, "min_size", min_size)
+    measure: Callable[[Any], int] = builtins.len if size is None else size
+    _callable(label, site, size=measure, combine=combine)
+    return LocalOp(
+        lambda src: g.SizeWindow(input=src, min_size=m, size=measure, combine=combine, site=site),
+        "window",
+    )
+
+
+def take(count: int) -> LocalOp[T, T]:
+    """The first ``count`` items; item ``count + 1`` is never pulled from upstream.
+
+    >>> import itertools, rxrl
+    >>> from rxrl import ops
+    >>> list(rxrl.run(rxrl.from_iterable(itertools.count()) | ops.take(3)))
+    [0, 1, 2]
+    """
+    site = call_site()
+    n = _positive_int(f"take({count!r})", site, "count", count, minimum=0)
+    return LocalOp(lambda src: g.Take(input=src, count=n, site=site), "take")
+
+
+def scan(fn: Callable[[U, T], U], init: U) -> LocalOp[T, U]:
+    """Each accumulated value ``acc = fn(acc, x)``; ``init`` itself is not emitted.
+
+    ``init`` is shared by every run of the plan: use an immutable value.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> list(rxrl.run(rxrl.from_iterable([1, 2, 3]) | ops.scan(lambda acc, x: acc + x, 0)))
+    [1, 3, 6]
+    """
+    site = call_site()
+    _callable(f"scan({g.fn_name(fn)})", site, fn=fn)
+    return LocalOp(lambda src: g.Scan(input=src, fn=fn, init=init, site=site), "scan")
+
+
+def tap(fn: Callable[[T], object]) -> LocalOp[T, T]:
+    """Calls ``fn(x)`` for its side effect (logging, metrics); the item passes on.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> seen: list[int] = []
+    >>> list(rxrl.run(rxrl.from_iterable([1, 2]) | ops.tap(seen.append))), seen
+    ([1, 2], [1, 2])
+    """
+    site = call_site()
+    _callable(f"tap({g.fn_name(fn)})", site, fn=fn)
+    return LocalOp(lambda src: g.Tap(input=src, fn=fn, site=site), "tap")
+
+
+# ----------------------------------------------------------------------------- collectors
+
+
+def barrier() -> Collect[T, list[T]]:
+    """Rounds of one item from every live shard, in shard order (synchronous sampling).
+
+    Round r+1 is not requested from any shard until round r has been pulled downstream, so an
+    effect placed after the barrier (e.g. a weight broadcast) precedes the next round. An
+    exhausted shard drops out; the stream ends when every shard is exhausted.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> list(rxrl.run(rxrl.from_iterables([[1, 2, 3], [10]]) | ops.barrier()))
+    [[1, 10], [2], [3]]
+    """
+    site = call_site()
+    return Collect(lambda src: g.Barrier(input=src, site=site), "barrier")
+
+
+@overload
+def gather(max_in_flight: int = 1, *, tagged: Literal[False] = False) -> Collect[T, T]: ...
+
+
+@overload
+def gather(max_in_flight: int = 1, *, tagged: Literal[True]) -> Collect[T, Tagged[T]]: ...
+
+
+def gather(max_in_flight: int = 1, *, tagged: bool = False) -> Collect[T, Any]:
+    """Items of every shard in completion order (asynchronous sampling).
+
+    Keeps ``max_in_flight`` requests outstanding per shard (the staleness bound); a shard's
+    next request is submitted as soon as one of its items is taken. Each shard's order is
+    preserved; which shard goes next is a schedule choice. ``tagged=True`` wraps items in
+    ``Tagged`` so that ``ops.call`` can route work back to the shard that produced them.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> shards = rxrl.from_iterables([["a1", "a2"], ["b1"]])
+    >>> list(rxrl.run(shards | ops.gather(), schedule=rxrl.Schedule.round_robin()))
+    ['a1', 'b1', 'a2']
+    """
+    site = call_site()
+    k = _positive_int(f"gather(max_in_flight={max_in_flight!r})", site, "max_in_flight",
+                      max_in_flight)
+    return Collect(
+        lambda src: g.Gather(input=src, max_in_flight=k, tagged=tagged, site=site), "gather"
+    )
+
+
+# --------------------------------------------------------------------------- actor effects
+
+
+def broadcast(group: ActorGroup[A], fn: Callable[[A, T], object]) -> Op[T, T]:
+    """``fn(actor, x)`` on every actor of ``group`` (index order); ``x`` passes on.
+
+    The effect reaches each actor before any later request to that actor (e.g. new weights
+    before the next ``sample``).
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> class Box:
+    ...     def __init__(self) -> None:
+    ...         self.value = 0
+    >>> boxes = rxrl.actors(Box, 2)
+    >>> plan = rxrl.from_iterable([7]) | ops.broadcast(boxes, lambda b, x: setattr(b, "value", x))
+    >>> list(rxrl.run(plan | ops.call(boxes, lambda b, x: b.value)))
+    [7]
+    """
+    site = call_site()
+    _check_group("broadcast", site, group)
+    _callable(f"broadcast({group!r})", site, fn=fn)
+    return Op(lambda src: g.Broadcast(input=src, group=group, fn=fn, site=site), "broadcast")
+
+
+def call(
+    group: ActorGroup[A], fn: Callable[[A, T], U], *, route: Callable[[T], int] | None = None
+) -> Op[T, U]:
+    """``fn(actor, x)`` on one actor of ``group``; the result flows on.
+
+    Which actor: ``route(x)`` if given; else, for a ``Tagged`` item gathered from this same
+    group, the actor that produced it; else actor 0 of a one-actor group (a learner); else
+    round robin over the group in stream order (e.g. replay shards).
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> class Adder:
+    ...     def __init__(self, k: int) -> None:
+    ...         self.k = k
+    ...     def add(self, x: int) -> int:
+    ...         return x + self.k
+    >>> adder = rxrl.actors(Adder, 1, k=100)
+    >>> list(rxrl.run(rxrl.from_iterable([1, 2]) | ops.call(adder, Adder.add)))
+    [101, 102]
+    """
+    site = call_site()
+    _check_group("call", site, group)
+    _callable(f"call({group!r})", site, fn=fn)
+    if route is not None:
+        _callable(f"call({group!r})", site, route=route)
+    return Op(lambda src: g.Call(input=src, group=group, fn=fn, route=route, site=site), "call")
+
+
+def _check_group(op: str, site: str, group: object) -> None:
+    if not isinstance(group, ActorGroup):
+        raise PlanError(f"{op}()", site,
+                        f"expects an actor group from rxrl.actors(...), got {type(group).__name__}")
+
+
+# ---------------------------------------------------------------------------- combinators
+
+
+@overload
+def zip(a: Plan[T], b: Plan[U], /) -> Plan[tuple[T, U]]: ...  # noqa: A001
+
+
+@overload
+def zip(a: Plan[T], b: Plan[U], c: Plan[V], /) -> Plan[tuple[T, U, V]]: ...  # noqa: A001
+
+
+@overload
+def zip(a: Plan[T], b: Plan[U], c: Plan[V], d: Plan[W], /) -> Plan[tuple[T, U, V, W]]: ...  # noqa: A001
+
+
+@overload
+def zip(*plans: Plan[Any]) -> Plan[tuple[Any, ...]]: ...  # noqa: A001
+
+
+def zip(*plans: Plan[Any]) -> Plan[tuple[Any, ...]]:  # noqa: A001 - the operator's name
+    """Tuples of the k-th items of every input, pulled in lockstep; ends with the shortest.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> a, b = rxrl.from_iterable([1, 2, 3]), rxrl.from_iterable("xy")
+    >>> list(rxrl.run(ops.zip(a, b)))
+    [(1, 'x'), (2, 'y')]
+    """
+    site = call_site()
+    nodes = _inputs("zip", site, plans)
+    return Plan(g.Zip(streams=nodes, site=site))
+
+
+def union(
+    *plans: Plan[T],
+    mode: Literal["round_robin", "async"] = "round_robin",
+    weights: Sequence[int] | None = None,
+) -> Plan[T]:
+    """Merges its inputs; each input's order is kept and every item appears exactly once.
+
+    ``round_robin`` pulls ``weights[i]`` items from input i in turn (exhausted inputs are
+    skipped); ``async`` takes items as they become ready (a schedule choice). The union ends
+    when all inputs are exhausted.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> a, b = rxrl.from_iterable([1, 2, 3, 4]), rxrl.from_iterable(["x", "y"])
+    >>> list(rxrl.run(ops.union(a, b, weights=[2, 1])))
+    [1, 2, 'x', 3, 4, 'y']
+    """
+    site = call_site()
+    nodes, mode, w = _union_args("union", site, plans, mode, weights)
+    return Plan(g.Union(streams=nodes, mode=mode, weights=w, site=site))
+
+
+def concurrently(
+    *plans: Plan[T],
+    mode: Literal["round_robin", "async"] = "round_robin",
+    emit: Sequence[int] | None = None,
+    weights: Sequence[int] | None = None,
+) -> Plan[T]:
+    """Runs every input like ``union`` but emits only the items of the inputs listed in ``emit``.
+
+    The other inputs still run (side-effect flows such as storing to a replay buffer). For
+    inputs of different item types, ``alongside(main, *side)`` keeps ``main``'s type.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> stored: list[int] = []
+    >>> store = rxrl.from_iterable([1, 2]) | ops.tap(stored.append)
+    >>> train = rxrl.from_iterable(["t1", "t2"])
+    >>> list(rxrl.run(ops.concurrently(store, train, emit=[1]))), stored
+    (['t1', 't2'], [1, 2])
+    """
+    site = call_site()
+    nodes, mode, w = _union_args("concurrently", site, plans, mode, weights)
+    chosen = frozenset(range(len(nodes))) if emit is None else frozenset(emit)
+    bad = [i for i in chosen if isinstance(i, bool) or not isinstance(i, int)
+           or not 0 <= i < len(nodes)]
+    if bad:
+        raise PlanError("concurrently()", site,
+                        f"emit names inputs {sorted(builtins.map(repr, bad))} but there are "
+                        f"{len(nodes)} inputs (indices 0..{len(nodes) - 1})")
+    return Plan(g.Concurrently(streams=nodes, mode=mode, weights=w, emit=chosen, site=site))
+
+
+def alongside(
+    main: Plan[T],
+    *side: Plan[Any],
+    mode: Literal["round_robin", "async"] = "round_robin",
+    weights: Sequence[int] | None = None,
+) -> Plan[T]:
+    """``concurrently(main, *side, emit=[0])``, typed as ``main``: side flows run, main is emitted.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> log: list[str] = []
+    >>> side = rxrl.from_iterable(["s"]) | ops.tap(log.append)
+    >>> list(rxrl.run(ops.alongside(rxrl.from_iterable([1, 2]), side))), log
+    ([1, 2], ['s'])
+    """
+    site = call_site()
+    nodes, mode, w = _union_args("alongside", site, (main, *side), mode, weights)
+    return Plan(g.Concurrently(streams=nodes, mode=mode, weights=w, emit=frozenset({0}),
+                               site=site))
+
+
+def _inputs(op: str, site: str, plans: Sequence[Plan[Any]]) -> tuple[g.Node, ...]:
+    if not plans:
+        raise PlanError(f"{op}()", site, "needs at least one input plan")
+    return tuple(as_node(p, where=f"{op}()", site=site) for p in plans)
+
+
+def _union_args(
+    op: str, site: str, plans: Sequence[Plan[Any]], mode: str, weights: Sequence[int] | None
+) -> tuple[tuple[g.Node, ...], g.UnionMode, tuple[int, ...]]:
+    nodes = _inputs(op, site, plans)
+    if mode not in ("round_robin", "async"):
+        raise PlanError(f"{op}()", site, f"mode must be 'round_robin' or 'async', got {mode!r}")
+    checked: g.UnionMode = "async" if mode == "async" else "round_robin"
+    if weights is None:
+        return nodes, checked, (1,) * len(nodes)
+    if mode == "async":
+        raise PlanError(f"{op}(mode='async')", site,
+                        "weights only apply to mode='round_robin' (async takes items as ready)")
+    w = tuple(weights)
+    if len(w) != len(nodes):
+        raise PlanError(f"{op}()", site,
+                        f"got {len(w)} weights for {len(nodes)} inputs", "give one weight per input")
+    for i, wi in enumerate(w):
+        _positive_int(f"{op}()", site, f"weights[{i}]", wi)
+    return nodes, checked, w
+

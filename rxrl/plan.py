@@ -1,0 +1,147 @@
+"""The typed front: `Plan[T]`, `Shards[T]` and the operators `|` composes them with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, overload
+
+from rxrl.errors import PlanError
+from rxrl.graph import Node
+
+T = TypeVar("T")
+U = TypeVar("U")
+T_co = TypeVar("T_co", covariant=True)
+T_contra = TypeVar("T_contra", contravariant=True)
+U_co = TypeVar("U_co", covariant=True)
+
+
+class Op(Generic[T_contra, U_co]):
+    """A stream transformer from ``T`` items to ``U`` items that runs on the driver.
+
+    ``plan | op`` attaches it. Build ops with the constructors in :mod:`rxrl.ops`.
+    """
+
+    __slots__ = ("_attach", "name")
+
+    def __init__(self, attach: Callable[[Node], Node], name: str) -> None:
+        self._attach = attach
+        self.name = name
+
+    def attach(self, node: Node) -> Node:
+        """The node this operator makes when it reads from ``node``."""
+        return self._attach(node)
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+class LocalOp(Op[T_contra, U_co]):
+    """An operator that may also run inside each shard: ``shards | op`` stays sharded."""
+
+    __slots__ = ()
+
+
+class Collect(Generic[T_contra, U_co]):
+    """Turns ``Shards[T]`` into a driver ``Plan[U]`` (``barrier``, ``gather``)."""
+
+    __slots__ = ("_attach", "name")
+
+    def __init__(self, attach: Callable[[Node], Node], name: str) -> None:
+        self._attach = attach
+        self.name = name
+
+    def attach(self, node: Node) -> Node:
+        """The node this collector makes when it reads from ``node``."""
+        return self._attach(node)
+
+    def __repr__(self) -> str:
+        return f"<collect {self.name}>"
+
+
+class Plan(Generic[T_co]):
+    """A stream of ``T`` on the driver. Immutable; building it runs nothing.
+
+    ``rxrl.run(plan)`` runs it. ``str(plan)`` prints its graph.
+    """
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node) -> None:
+        if node.shards is not None:
+            raise PlanError(
+                node.label, node.site, "this node is sharded, not a driver stream",
+                "wrap it in Shards, or collect it with ops.barrier()/ops.gather()",
+            )
+        self.node = node
+
+    def __or__(self, op: Op[T_co, U]) -> Plan[U]:
+        given: object = op  # checked at runtime too: callers may bypass the types
+        if isinstance(given, Collect):
+            raise _misuse(self.node, given.name, f"{given.name}() collects Shards, but this is a Plan",
+                          f"remove {given.name}(): a Plan is already a single driver stream")
+        if not isinstance(op, Op):
+            raise TypeError(f"a Plan can only be piped into an rxrl operator, got {op!r}")
+        return Plan(op.attach(self.node))
+
+    def __repr__(self) -> str:
+        from rxrl.show import render
+
+        return render(self.node)
+
+
+class Shards(Generic[T_co]):
+    """N streams of ``T``, one per actor (or iterable), each running where its actor lives.
+
+    Shard-local operators keep it sharded; ``ops.barrier()`` / ``ops.gather()`` collect it
+    into a driver ``Plan``.
+    """
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    @property
+    def num_shards(self) -> int:
+        """How many parallel streams this is."""
+        n = self.node.shards
+        assert n is not None
+        return n
+
+    @overload
+    def __or__(self, op: LocalOp[T_co, U]) -> Shards[U]: ...
+
+    @overload
+    def __or__(self, op: Collect[T_co, U]) -> Plan[U]: ...
+
+    def __or__(self, op: LocalOp[T_co, U] | Collect[T_co, U]) -> Shards[U] | Plan[U]:
+        given: object = op  # checked at runtime too: callers may bypass the types
+        if isinstance(given, Collect):
+            return Plan(given.attach(self.node))
+        if isinstance(given, LocalOp):
+            return Shards(given.attach(self.node))
+        if isinstance(given, Op):
+            raise _misuse(self.node, given.name, f"{given.name} runs on the driver and cannot read Shards",
+                          "collect the shards first with ops.barrier() or ops.gather()")
+        raise TypeError(f"Shards can only be piped into an rxrl operator, got {given!r}")
+
+    def __repr__(self) -> str:
+        from rxrl.show import render
+
+        return render(self.node)
+
+
+def _misuse(node: Node, name: str, problem: str, fix: str) -> PlanError:
+    from rxrl.errors import call_site
+
+    return PlanError(f"{name}()", call_site(), f"{problem} (input: {node.label})", fix)
+
+
+def as_node(stream: Plan[Any] | Shards[Any], *, where: str, site: str) -> Node:
+    """The node behind a driver Plan, or a PlanError naming ``where`` if it is sharded/invalid."""
+    if isinstance(stream, Plan):
+        return stream.node
+    if isinstance(stream, Shards):
+        raise PlanError(where, site, f"expects driver Plans, got Shards ({stream.node.label})",
+                        "collect the shards first with ops.barrier() or ops.gather()")
+    raise PlanError(where, site, f"expects Plans, got {type(stream).__name__}: {stream!r}")

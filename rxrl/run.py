@@ -1,0 +1,154 @@
+"""`rxrl.run`: validate a plan, hand it to a backend, and iterate its outputs as a `Run`."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import Any, Generic, Protocol, TypeVar
+
+import attrs
+
+from rxrl.errors import PlanError, call_site
+from rxrl.events import EventSink
+from rxrl.graph import Node
+from rxrl.plan import Plan
+from rxrl.schedule import Recorder, Schedule, Trace
+from rxrl.walk import fingerprint, validate
+
+T = TypeVar("T")
+
+
+@attrs.define
+class Execution:
+    """What a backend returns: the output stream and how to stop everything it started."""
+
+    stream: Iterator[Any]
+    close: Callable[[], None]
+
+
+class Backend(Protocol):
+    """An interpreter of plan graphs (see ``rxrl/backends/``)."""
+
+    name: str
+
+    def execute(self, root: Node, *, schedule: Schedule | None, recorder: Recorder,
+                on_event: EventSink | None, options: dict[str, Any]) -> Execution:
+        """Start running ``root``; record nondeterministic choices in ``recorder``."""
+        ...
+
+
+_BACKENDS: dict[str, str | Backend] = {
+    "reference": "rxrl.backends.reference",
+    "rx": "rxrl.backends.rx",
+    "ray": "rxrl.backends.ray",
+}
+
+
+def register_backend(name: str, backend: Backend) -> None:
+    """Make ``backend`` available as ``rxrl.run(plan, backend=name)``."""
+    _BACKENDS[name] = backend
+
+
+def get_backend(name: str | Backend) -> Backend:
+    """The backend called ``name`` (imported on first use), or ``name`` itself if a Backend."""
+    if not isinstance(name, str):
+        return name
+    entry = _BACKENDS.get(name)
+    if entry is None:
+        raise ValueError(f"unknown backend {name!r}; choose one of {sorted(_BACKENDS)}")
+    if isinstance(entry, str):
+        try:
+            module = importlib.import_module(entry)
+        except ModuleNotFoundError as e:
+            raise ValueError(f"backend {name!r} is not available: {e}") from e
+        backend: Backend = module.BACKEND
+        _BACKENDS[name] = entry = backend
+    return entry
+
+
+class Run(Generic[T]):
+    """A running plan: iterate it for the outputs; ``trace`` holds the choices made so far.
+
+    Use it as a context manager (or call ``close()``) to stop a run early and release its
+    actors; exhausting it or an error closes it too.
+    """
+
+    def __init__(self, execution: Execution, recorder: Recorder, backend: str) -> None:
+        self._execution = execution
+        self._recorder = recorder
+        self._closed = False
+        self.backend = backend
+
+    def __iter__(self) -> Run[T]:
+        return self
+
+    def __next__(self) -> T:
+        if self._closed:
+            raise StopIteration
+        try:
+            item: T = next(self._execution.stream)
+        except BaseException:
+            self.close()
+            raise
+        return item
+
+    @property
+    def trace(self) -> Trace:
+        """The nondeterministic choices made so far; ``run(plan, schedule=trace)`` replays them."""
+        return self._recorder.trace()
+
+    def close(self) -> None:
+        """Stop the run and release what the backend started (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._execution.close()
+
+    def __enter__(self) -> Run[T]:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def run(
+    plan: Plan[T],
+    backend: str | Backend = "reference",
+    *,
+    schedule: Schedule | Trace | None = None,
+    on_event: EventSink | None = None,
+    **options: Any,
+) -> Run[T]:
+    """Run ``plan`` on ``backend`` and return its outputs as an iterator.
+
+    ``schedule`` decides nondeterministic choices (reference backend): a ``Schedule`` or a
+    ``Trace`` to replay. ``on_event`` receives every ``Event`` (reference backend). Other
+    keyword arguments are backend options (e.g. Ray's ``address``).
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> shards = rxrl.from_iterables([[1, 2], [3, 4]])
+    >>> first = rxrl.run(shards | ops.gather(), schedule=rxrl.Schedule.random(7))
+    >>> out = list(first)
+    >>> list(rxrl.run(shards | ops.gather(), schedule=first.trace)) == out
+    True
+    """
+    given: object = plan  # checked at runtime too: callers may bypass the types
+    if not isinstance(given, Plan):
+        kind = type(given).__name__
+        raise PlanError("run()", call_site(), f"expects a Plan, got {kind}",
+                        "collect Shards with ops.barrier() or ops.gather() first"
+                        if kind == "Shards" else "build one with rxrl.from_iterable/from_actors")
+    root = plan.node
+    validate(root)
+    impl = get_backend(backend)
+    shape = fingerprint(root)
+    if isinstance(schedule, Trace):
+        schedule = Schedule.replay(schedule)
+    if schedule is not None:
+        schedule.check_plan(shape)
+    recorder = Recorder(shape, impl.name)
+    execution = impl.execute(root, schedule=schedule, recorder=recorder, on_event=on_event,
+                             options=options)
+    return Run(execution, recorder, impl.name)

@@ -1,0 +1,82 @@
+"""Printing a plan: an indented text graph (``str(plan)``), Graphviz dot, or Mermaid."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import count
+from typing import Any
+
+from rxrl import graph as g
+from rxrl.plan import Plan, Shards
+from rxrl.walk import occurrences
+
+
+def _fmt(node: g.Node, nid: int, ids: bool, sites: bool) -> str:
+    text = node.label
+    if node.shards is not None:
+        text += f"  [×{node.shards} shards]"
+    if ids:
+        text = f"#{nid} {text}"
+    if sites:
+        text += f"  @ {node.site}"
+    return text
+
+
+def _lines(node: g.Node, ids: Iterator[int], show_ids: bool, sites: bool) -> list[str]:
+    chain: list[tuple[int, g.Node]] = []
+    while isinstance(node, g.Unary):
+        chain.append((next(ids), node))
+        node = node.input
+    lines = [_fmt(node, next(ids), show_ids, sites)]
+    for k, child in enumerate(node.inputs):
+        last = k == len(node.inputs) - 1
+        sub = _lines(child, ids, show_ids, sites)
+        lines.append(("└─ " if last else "├─ ") + sub[0])
+        lines.extend(("   " if last else "│  ") + line for line in sub[1:])
+    lines.extend("| " + _fmt(op, nid, show_ids, sites) for nid, op in reversed(chain))
+    return lines
+
+
+def render(node: g.Node, *, ids: bool = False, sites: bool = False) -> str:
+    """The plan as text, sources first, one operator per line; ``ids`` shows occurrence numbers
+    (the ``node`` of events and choice points), ``sites`` where each operator was built.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> a = rxrl.from_iterables([[1], [2]]) | ops.map(str) | ops.barrier()
+    >>> print(render((ops.zip(a, rxrl.from_iterable("xy")) | ops.take(1)).node, ids=True))
+    #1 zip()
+    ├─ #4 from_iterables(2 iterables)  [×2 shards]
+    │  | #3 map(str)  [×2 shards]
+    │  | #2 barrier()
+    └─ #5 from_iterable('xy')
+    | #0 take(1)
+    """
+    return "\n".join(_lines(node, count(), ids, sites))
+
+
+def show(plan: Plan[Any] | Shards[Any], fmt: str = "text", *, sites: bool = False) -> str:
+    """The plan's graph as ``text``, ``dot`` (Graphviz) or ``mermaid``."""
+    node = plan.node
+    if fmt == "text":
+        return render(node, ids=False, sites=sites)
+    occ = list(occurrences(node))
+    ids = {id(n): nid for nid, n in occ}  # a node reached twice is drawn once
+    edges = sorted({(ids[id(child)], ids[id(n)]) for _, n in occ for child in n.inputs})
+    nodes = sorted({ids[id(n)]: n for _, n in occ}.items())
+    if fmt == "dot":
+        out = ["digraph plan {", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
+        out += [f'  n{i} [label="{_escape(n)}"];' for i, n in nodes]
+        out += [f"  n{a} -> n{b};" for a, b in edges]
+        return "\n".join([*out, "}"])
+    if fmt == "mermaid":
+        out = ["flowchart TD"]
+        out += [f'  n{i}["{_escape(n)}"]' for i, n in nodes]
+        out += [f"  n{a} --> n{b}" for a, b in edges]
+        return "\n".join(out)
+    raise ValueError(f"unknown format {fmt!r}; choose text, dot or mermaid")
+
+
+def _escape(node: g.Node) -> str:
+    label = node.label + (f" ×{node.shards}" if node.shards is not None else "")
+    return label.replace("\\", "\\\\").replace('"', "'")

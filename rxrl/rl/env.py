@@ -1,0 +1,72 @@
+"""Environment construction: gymnasium vector envs and the spaces a policy is built for."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import closing
+from typing import Any
+
+import attrs
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode, VectorEnv
+
+
+@attrs.frozen
+class EnvSpaces:
+    """The single-environment observation and action spaces of an environment.
+
+    A learner needs these (not an environment) to build its policy; `EnvSpaces.of(id)`
+    reads them from a throwaway instance.
+    """
+
+    observation: gym.Space[Any]
+    action: gym.Space[Any]
+
+    @staticmethod
+    def of(env: str, env_kwargs: Mapping[str, Any] | None = None) -> EnvSpaces:
+        """The spaces of the registered gymnasium environment `env`."""
+        with closing(gym.make(env, **dict(env_kwargs or {}))) as instance:
+            return EnvSpaces(instance.observation_space, instance.action_space)
+
+
+def default_vectorization_mode(env: str) -> str:
+    """`"vector_entry_point"` when `env` registers a native vector env, else `"sync"`."""
+    return "vector_entry_point" if gym.spec(env).vector_entry_point is not None else "sync"
+
+
+def make_vector_env(
+    env: str,
+    num_envs: int,
+    vectorization_mode: str | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    vector_kwargs: Mapping[str, Any] | None = None,
+) -> VectorEnv[Any, Any, Any]:
+    """A gymnasium vector env of `num_envs` copies of `env`.
+
+    The mode defaults to `default_vectorization_mode(env)` (native vector envs are ~3x
+    faster than `"sync"` on CartPole). Raises ValueError if the env's autoreset mode is
+    `DISABLED`, which a rollout worker cannot drive.
+    """
+    if num_envs < 1:
+        raise ValueError(f"make_vector_env: num_envs must be >= 1, got {num_envs}")
+    mode = vectorization_mode or default_vectorization_mode(env)
+    vec = gym.make_vec(
+        env,
+        num_envs,
+        vectorization_mode=mode,
+        vector_kwargs=dict(vector_kwargs or {}),
+        **dict(env_kwargs or {}),
+    )
+    if autoreset_mode(vec) is AutoresetMode.DISABLED:
+        vec.close()
+        raise ValueError(f"make_vector_env: {env!r} has autoreset mode DISABLED; use NEXT_STEP or SAME_STEP")
+    return vec
+
+
+def autoreset_mode(vec: VectorEnv[Any, Any, Any]) -> AutoresetMode:
+    """The vector env's autoreset mode (gymnasium's default, NEXT_STEP, when unstated)."""
+    mode = vec.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    return mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
+
+
+__all__ = ["EnvSpaces", "autoreset_mode", "default_vectorization_mode", "make_vector_env"]

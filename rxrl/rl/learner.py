@@ -1,0 +1,181 @@
+"""Learners: own a policy and its Adam optimizer, train on batches, hand out weights."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from rxrl.rl.batch import SampleBatch
+from rxrl.rl.config import A2CConfig, PolicyConfig, PPOConfig
+from rxrl.rl.env import EnvSpaces
+from rxrl.rl.losses import (
+    Gradients,
+    LossTerms,
+    TensorBatch,
+    a2c_loss,
+    grad_norm,
+    ppo_loss,
+    train_metrics,
+)
+from rxrl.rl.metrics import TrainMetrics
+from rxrl.rl.policy import ActorCritic, Weights, make_policy
+
+
+class Learner:
+    """Common learner state: the policy, an Adam optimizer and a minibatch RNG.
+
+    `env` is a gymnasium id (its spaces are read from one throwaway instance) or the
+    `EnvSpaces` themselves. The policy's initial weights depend only on `seed` and the
+    policy config, so a `RolloutWorker` with the same `seed` starts from the same weights.
+    """
+
+    def __init__(
+        self,
+        env: str | EnvSpaces,
+        policy: PolicyConfig | None,
+        seed: int,
+        lr: float,
+        adam_eps: float,
+        env_kwargs: Mapping[str, Any] | None,
+    ) -> None:
+        spaces = env if isinstance(env, EnvSpaces) else EnvSpaces.of(env, env_kwargs)
+        self.spaces = spaces
+        self.policy: ActorCritic = make_policy(spaces.observation, spaces.action, policy, seed)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr, eps=adam_eps)
+        self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0x1EA12]))
+        self.num_updates = 0
+
+    def get_weights(self) -> Weights:
+        """The policy weights as a dict of numpy arrays (what workers' `set_weights` takes)."""
+        return self.policy.get_weights()
+
+    def set_weights(self, weights: Mapping[str, npt.NDArray[np.generic]]) -> None:
+        """Overwrite the policy weights (the optimizer state is kept)."""
+        self.policy.set_weights(weights)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume training: policy, optimizer, RNG, update count."""
+        return {
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "num_updates": self.num_updates,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a `state_dict()`; training then continues exactly as it would have."""
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.rng.bit_generator.state = state["rng"]
+        self.num_updates = int(state["num_updates"])
+
+    def _step(self, loss: torch.Tensor, max_grad_norm: float | None) -> float:
+        """One optimizer step on `loss`; returns the pre-clipping gradient norm."""
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.autograd.backward(loss)
+        norm = grad_norm(self.policy, max_grad_norm)
+        self.optimizer.step()
+        self.num_updates += 1
+        return norm
+
+
+class PPOLearner(Learner):
+    """Proximal policy optimization: `num_epochs` of minibatch SGD per batch.
+
+    `train` expects advantages and value targets already in the batch (a worker computes
+    GAE); per-minibatch advantage normalization is `config.normalize_advantages`.
+    """
+
+    def __init__(
+        self,
+        env: str | EnvSpaces,
+        config: PPOConfig | None = None,
+        policy: PolicyConfig | None = None,
+        seed: int = 0,
+        env_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.config = config = config or PPOConfig()
+        super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs)
+
+    def train(self, batch: SampleBatch) -> TrainMetrics:
+        """Update the policy on `batch`; stops early once approx-KL exceeds `target_kl`."""
+        start, c = time.perf_counter(), self.config
+        if len(batch) == 0:
+            raise ValueError("PPOLearner.train: got an empty batch")
+        terms: list[LossTerms] = []
+        norms: list[float] = []
+        for _ in range(c.num_epochs):
+            for minibatch in batch.minibatches(c.minibatch_size, self.rng):
+                term = ppo_loss(
+                    self.policy,
+                    TensorBatch.from_batch(minibatch),
+                    clip_coef=c.clip_coef,
+                    clip_vloss=c.clip_vloss,
+                    vf_coef=c.vf_coef,
+                    ent_coef=c.ent_coef,
+                    normalize_advantages=c.normalize_advantages,
+                )
+                norms.append(self._step(term.loss, c.max_grad_norm))
+                terms.append(term)
+            if c.target_kl is not None and terms[-1].approx_kl > c.target_kl:
+                break
+        return train_metrics(terms, norms, batch, start, num_updates=len(terms))
+
+
+class A2CLearner(Learner):
+    """Advantage actor-critic: one gradient step per batch; also the A3C parameter server."""
+
+    def __init__(
+        self,
+        env: str | EnvSpaces,
+        config: A2CConfig | None = None,
+        policy: PolicyConfig | None = None,
+        seed: int = 0,
+        env_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.config = config = config or A2CConfig()
+        super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs)
+
+    def train(self, batch: SampleBatch) -> TrainMetrics:
+        """One optimizer step of the A2C loss on the whole batch."""
+        start, c = time.perf_counter(), self.config
+        if len(batch) == 0:
+            raise ValueError("A2CLearner.train: got an empty batch")
+        term = a2c_loss(
+            self.policy,
+            TensorBatch.from_batch(batch),
+            vf_coef=c.vf_coef,
+            ent_coef=c.ent_coef,
+            normalize_advantages=c.normalize_advantages,
+        )
+        norm = self._step(term.loss, c.max_grad_norm)
+        return train_metrics([term], [norm], batch, start, num_updates=1)
+
+    def apply_gradients(self, grads: Gradients) -> Weights:
+        """A3C: one optimizer step with a worker's gradients; returns the new weights.
+
+        Gradients are clipped to `config.max_grad_norm` here, by their global norm.
+        Raises ValueError when the parameter names differ from this policy's.
+        """
+        params = dict(self.policy.named_parameters())
+        if set(grads.arrays) != set(params):
+            raise ValueError(
+                "apply_gradients: parameter names differ; missing "
+                f"{sorted(set(params) - set(grads.arrays))}, "
+                f"unexpected {sorted(set(grads.arrays) - set(params))}"
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        for name, p in params.items():
+            p.grad = torch.as_tensor(grads.arrays[name]).reshape(p.shape).clone()
+        grad_norm(self.policy, self.config.max_grad_norm)
+        self.optimizer.step()
+        self.num_updates += 1
+        return self.get_weights()
+
+
+__all__ = ["A2CLearner", "Learner", "PPOLearner"]

@@ -1,0 +1,229 @@
+"""RolloutWorker: steps a gymnasium vector env with a policy and returns GAE'd fragments."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+import torch
+from gymnasium.vector import AutoresetMode
+
+from rxrl.rl.batch import SampleBatch
+from rxrl.rl.config import A2CConfig, PolicyConfig, check_discount
+from rxrl.rl.env import EnvSpaces, autoreset_mode, make_vector_env
+from rxrl.rl.gae import compute_gae
+from rxrl.rl.losses import Gradients, a2c_gradients
+from rxrl.rl.policy import ActorCritic, Weights, make_policy
+
+
+class RolloutWorker:
+    """Samples fixed-size fragments from `num_envs` copies of a gymnasium env.
+
+    Each `sample()` returns exactly `num_envs * fragment_length` transitions, **env-major**:
+    row `i * fragment_length + t` is step `t` of environment `i`, so each environment's
+    transitions are consecutive and in time order. Advantages and value targets are
+    GAE(`gamma`, `lam`), bootstrapped from the value of the next observation at the
+    fragment's end and at truncations (the final observation), not at terminations.
+
+    Autoreset: with gymnasium's NEXT_STEP mode (the default, and the only one
+    `CartPoleVectorEnv` has) the step after an episode ends only resets that environment;
+    it is not a transition and never appears in a batch. Environments then gather
+    transitions at different rates, so the worker steps until every environment has
+    `fragment_length` new ones and drops each environment's surplus (its newest few
+    transitions; a few percent of steps while episodes are short). Nothing carries over
+    between fragments, so no batch holds data from before the previous `set_weights`.
+    SAME_STEP envs (`vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}`) are
+    supported as well; DISABLED is refused.
+
+    Seeding: the env is reset once with a seed drawn from `(seed, worker_index)`, and the
+    policy samples from a generator seeded the same way, so runs are reproducible and
+    workers differ. Initial weights depend on `seed` only: equal to a learner's with the
+    same `seed`. `torch_threads` (default 1) is applied to the whole process with
+    `torch.set_num_threads`; pass None to leave it alone.
+
+    Episode statistics in a batch are those of episodes that ended during its sampling.
+    `env_steps` counts every transition stepped, dropped surplus included.
+    """
+
+    def __init__(
+        self,
+        env: str,
+        num_envs: int = 8,
+        fragment_length: int = 128,
+        seed: int = 0,
+        worker_index: int = 0,
+        gamma: float = 0.99,
+        lam: float = 0.95,
+        policy: PolicyConfig | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
+        vectorization_mode: str | None = None,
+        vector_kwargs: Mapping[str, Any] | None = None,
+        torch_threads: int | None = 1,
+    ) -> None:
+        if fragment_length < 1:
+            raise ValueError(f"RolloutWorker: fragment_length must be >= 1, got {fragment_length}")
+        check_discount(gamma, lam)
+        if torch_threads is not None:
+            torch.set_num_threads(torch_threads)
+        self.env_id, self.num_envs, self.fragment_length = env, num_envs, fragment_length
+        self.seed, self.worker_index, self.gamma, self.lam = seed, worker_index, gamma, lam
+        self.env = make_vector_env(env, num_envs, vectorization_mode, env_kwargs, vector_kwargs)
+        self.next_step_reset = autoreset_mode(self.env) is AutoresetMode.NEXT_STEP
+        self.spaces = EnvSpaces(self.env.single_observation_space, self.env.single_action_space)
+        self.policy: ActorCritic = make_policy(self.spaces.observation, self.spaces.action, policy, seed)
+        env_seed, sampling_seed = np.random.SeedSequence([seed, worker_index]).generate_state(2)
+        self.policy.seed_sampling(int(sampling_seed))
+        self._obs, _ = self.env.reset(seed=int(env_seed))
+        # NEXT_STEP: True where the previous step ended an episode, so this step resets.
+        self._resetting = np.zeros(num_envs, dtype=np.bool_)
+        self._episode_return = np.zeros(num_envs, dtype=np.float64)
+        self._episode_length = np.zeros(num_envs, dtype=np.int64)
+        self._action_low: npt.NDArray[np.floating] | None = None
+        self._action_high: npt.NDArray[np.floating] | None = None
+        self._action_offset = 0
+        action_space = self.spaces.action
+        if isinstance(action_space, gym.spaces.Box):
+            self._action_low, self._action_high = action_space.low, action_space.high
+        elif isinstance(action_space, gym.spaces.Discrete):
+            self._action_offset = int(action_space.start)
+
+    def sample(self) -> SampleBatch:
+        """Step the envs for one fragment and return it (see the class docstring)."""
+        steps = _Steps()
+        counts = np.zeros(self.num_envs, dtype=np.int64)
+        target = self.fragment_length
+        obs = self._obs
+        while counts.min() < target:
+            actions, logp, values = self.policy.act(obs)
+            next_obs, rewards, terminated, truncated, infos = self.env.step(self._env_actions(actions))
+            valid = ~self._resetting
+            counts += valid
+            rewards = np.where(valid, rewards, 0.0).astype(np.float32)
+            terminated, truncated = terminated & valid, truncated & valid
+            steps.add(obs, actions, logp, values, rewards, terminated, truncated, valid)
+            done = terminated | truncated
+            self._episode_return += rewards
+            self._episode_length += valid
+            if done.any():
+                steps.episodes(self._episode_return[done], self._episode_length[done])
+                self._episode_return[done], self._episode_length[done] = 0.0, 0
+                if not self.next_step_reset:
+                    steps.final_values.append((len(steps.values) - 1, *self._final_values(done, infos)))
+            if self.next_step_reset:
+                self._resetting = done
+            obs = next_obs
+        self._obs = obs
+        return steps.batch(self.policy.value(obs), target, self.gamma, self.lam)
+
+    def get_weights(self) -> Weights:
+        """The current policy weights as numpy arrays."""
+        return self.policy.get_weights()
+
+    def set_weights(self, weights: Mapping[str, npt.NDArray[np.generic]]) -> None:
+        """Load policy weights (as from a learner's `get_weights`)."""
+        self.policy.set_weights(weights)
+
+    def compute_gradients(self, batch: SampleBatch, config: A2CConfig | None = None) -> Gradients:
+        """A3C: the A2C loss gradients of this worker's policy on `batch`, as numpy arrays."""
+        return a2c_gradients(self.policy, batch, config or A2CConfig())
+
+    def close(self) -> None:
+        """Close the vector env."""
+        self.env.close()
+
+    def _env_actions(self, actions: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        if self._action_low is not None and self._action_high is not None:
+            clipped: npt.NDArray[Any] = np.clip(actions, self._action_low, self._action_high)
+            return clipped
+        return actions + self._action_offset if self._action_offset else actions
+
+    def _final_values(
+        self, done: npt.NDArray[np.bool_], infos: dict[str, Any]
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
+        """SAME_STEP: the value of each ended episode's final observation (`info["final_obs"]`)."""
+        ended = np.flatnonzero(done)
+        final_obs = np.stack([np.asarray(infos["final_obs"][i]) for i in ended])
+        return ended, self.policy.value(final_obs)
+
+
+class _Steps:
+    """Per-step arrays of one `sample()` call, stacked into a batch at the end."""
+
+    def __init__(self) -> None:
+        self.obs: list[npt.NDArray[Any]] = []
+        self.actions: list[npt.NDArray[Any]] = []
+        self.logp: list[npt.NDArray[np.float32]] = []
+        self.values: list[npt.NDArray[np.float32]] = []
+        self.rewards: list[npt.NDArray[np.float32]] = []
+        self.terminated: list[npt.NDArray[np.bool_]] = []
+        self.truncated: list[npt.NDArray[np.bool_]] = []
+        self.valid: list[npt.NDArray[np.bool_]] = []
+        self.returns: list[npt.NDArray[np.float64]] = []
+        self.lengths: list[npt.NDArray[np.int64]] = []
+        # SAME_STEP only: (step, env indices, values of their final observations).
+        self.final_values: list[tuple[int, npt.NDArray[np.intp], npt.NDArray[np.float32]]] = []
+
+    def add(self, *arrays: npt.NDArray[Any]) -> None:
+        obs, actions, logp, values, rewards, terminated, truncated, valid = arrays
+        self.obs.append(obs)
+        self.actions.append(actions)
+        self.logp.append(logp)
+        self.values.append(values)
+        self.rewards.append(rewards)
+        self.terminated.append(terminated)
+        self.truncated.append(truncated)
+        self.valid.append(valid)
+
+    def episodes(self, returns: npt.NDArray[np.float64], lengths: npt.NDArray[np.int64]) -> None:
+        self.returns.append(returns.copy())
+        self.lengths.append(lengths.copy())
+
+    def batch(
+        self, last_values: npt.NDArray[np.float32], length: int, gamma: float, lam: float
+    ) -> SampleBatch:
+        """The first `length` valid transitions of every env, env-major, with GAE."""
+        values = np.stack(self.values)  # [S, N]
+        next_values = np.empty_like(values)
+        next_values[:-1], next_values[-1] = values[1:], last_values
+        for step, envs, finals in self.final_values:
+            next_values[step, envs] = finals
+        valid = np.stack(self.valid)
+        num_envs = valid.shape[1]
+        # rows[i] = the steps of env i's first `length` transitions; gathering with
+        # (rows, cols) gives [N, T] arrays, i.e. env-major once flattened.
+        rows = np.stack([np.flatnonzero(valid[:, i])[:length] for i in range(num_envs)])
+        cols = np.arange(num_envs)[:, None]
+
+        def take(a: npt.NDArray[Any] | list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+            stacked: npt.NDArray[Any] = np.stack(a) if isinstance(a, list) else a
+            return stacked[rows, cols]
+
+        rewards, vals = take(self.rewards), take(values)
+        terminated, truncated = take(self.terminated), take(self.truncated)
+        advantages, targets = compute_gae(
+            rewards.T, vals.T, take(next_values).T, terminated.T, truncated.T, gamma, lam
+        )
+
+        def flat(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            return a.reshape(num_envs * length, *a.shape[2:])
+
+        return SampleBatch(
+            obs=flat(take(self.obs)),
+            actions=flat(take(self.actions)),
+            rewards=flat(rewards),
+            terminateds=flat(terminated),
+            truncateds=flat(truncated),
+            logp=flat(take(self.logp)),
+            values=flat(vals),
+            advantages=flat(advantages.T),
+            value_targets=flat(targets.T),
+            episode_returns=np.concatenate(self.returns or [np.zeros(0)]).astype(np.float32),
+            episode_lengths=np.concatenate(self.lengths or [np.zeros(0, np.int64)]),
+            env_steps=int(valid.sum()),
+        )
+
+
+__all__ = ["RolloutWorker"]

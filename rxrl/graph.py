@@ -16,7 +16,9 @@ UnionMode = Literal["round_robin", "async"]
 def fn_name(fn: object) -> str:
     """A short readable name for a user function (``<lambda>`` keeps its call site in labels)."""
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
-    return str(name) if name else repr(fn)
+    if not name:
+        return repr(fn)
+    return str(name).rpartition("<locals>.")[2]  # `outer.<locals>.<lambda>` -> `<lambda>`
 
 
 @attrs.frozen(eq=False, kw_only=True)

@@ -368,7 +368,7 @@ def concurrently(
            or not 0 <= i < len(nodes)]
     if bad:
         raise PlanError("concurrently()", site,
-                        f"emit names inputs {sorted(builtins.map(repr, bad))} but there are "
+                        f"emit names inputs {sorted(bad, key=repr)} but there are "
                         f"{len(nodes)} inputs (indices 0..{len(nodes) - 1})")
     return Plan(g.Concurrently(streams=nodes, mode=mode, weights=w, emit=chosen, site=site))
 

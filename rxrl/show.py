@@ -55,15 +55,20 @@ def render(node: g.Node, *, ids: bool = False, sites: bool = False) -> str:
     return "\n".join(_lines(node, count(), ids, sites))
 
 
-def show(plan: Plan[Any] | Shards[Any], fmt: str = "text", *, sites: bool = False) -> str:
-    """The plan's graph as ``text``, ``dot`` (Graphviz) or ``mermaid``."""
+def show(plan: Plan[Any] | Shards[Any], fmt: str = "text", *, ids: bool = False,
+         sites: bool = False) -> str:
+    """The plan's graph as ``text``, ``dot`` (Graphviz) or ``mermaid``.
+
+    In text, ``ids`` prefixes each operator with its occurrence number (the ``node`` of
+    events and trace choice points) and ``sites`` appends where it was built.
+    """
     node = plan.node
     if fmt == "text":
-        return render(node, ids=False, sites=sites)
+        return render(node, ids=ids, sites=sites)
     occ = list(occurrences(node))
-    ids = {id(n): nid for nid, n in occ}  # a node reached twice is drawn once
-    edges = sorted({(ids[id(child)], ids[id(n)]) for _, n in occ for child in n.inputs})
-    nodes = sorted({ids[id(n)]: n for _, n in occ}.items())
+    number = {id(n): nid for nid, n in occ}  # a node reached twice is drawn once
+    edges = sorted({(number[id(child)], number[id(n)]) for _, n in occ for child in n.inputs})
+    nodes = sorted({number[id(n)]: n for _, n in occ}.items())
     if fmt == "dot":
         out = ["digraph plan {", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
         out += [f'  n{i} [label="{_escape(n)}"];' for i, n in nodes]

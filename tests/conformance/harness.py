@@ -1,0 +1,223 @@
+"""Shared machinery of the conformance suite: backends, test actors, a plan generator."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, TypeVar
+
+from hypothesis import strategies as st
+
+import rxrl
+from rxrl import ops
+
+T = TypeVar("T")
+
+#: every backend module that ships with rxrl; a broken one fails the suite rather than vanishing
+BACKENDS = [
+    name for name in ("reference", "rx", "ray")
+    if importlib.util.find_spec(f"rxrl.backends.{name}") is not None
+]
+
+#: hypothesis examples per backend: Ray runs cost tens of milliseconds each on 2 cores
+EXAMPLES = {"reference": 200, "rx": 60, "ray": 15}
+
+
+def run_on(plan: rxrl.Plan[T], backend: str, seed: int = 0) -> rxrl.Run[T]:
+    """Run ``plan`` on ``backend``; the reference backend gets a seeded random schedule."""
+    if backend == "reference":
+        return rxrl.run(plan, schedule=rxrl.Schedule.random(seed))
+    return rxrl.run(plan, backend)
+
+
+def output_and_replay(plan: rxrl.Plan[T], backend: str, seed: int = 0) -> tuple[list[T], list[T]]:
+    """The output of a run on ``backend`` and of the reference replaying that run's trace."""
+    with run_on(plan, backend, seed) as first:
+        out = list(first)
+        trace = first.trace
+    return out, list(rxrl.run(plan, "reference", schedule=trace))
+
+
+def is_merge(out: list[Any], inputs: list[list[Any]]) -> bool:
+    """True if ``out`` interleaves ``inputs``, each exactly once and in its own order."""
+    positions = [0] * len(inputs)
+    for x in out:
+        for i, xs in enumerate(inputs):
+            if positions[i] < len(xs) and xs[positions[i]] == x:
+                positions[i] += 1
+                break
+        else:
+            return False
+    return positions == [len(xs) for xs in inputs]
+
+
+class CountingIterable:
+    """An endless (or bounded) iterable that counts how many items were pulled from it."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.pulled = 0
+
+    def __iter__(self) -> Iterator[int]:
+        while self.limit is None or self.pulled < self.limit:
+            self.pulled += 1
+            yield self.pulled - 1
+
+
+# ------------------------------------------------------------------------------- test actors
+
+
+class Counter:
+    """A stateful actor: ``next`` returns start, start+step, ...; ``bump`` shifts the sequence."""
+
+    def __init__(self, start: int = 0, step: int = 1) -> None:
+        self.value = start
+        self.step = step
+
+    def next(self) -> int:
+        """The current value, then advance."""
+        v = self.value
+        self.value += self.step
+        return v
+
+    def bump(self, by: int) -> None:
+        """Shift all later values by ``by`` (a stand-in for a weight update)."""
+        self.value += by % 7
+
+
+class Journal:
+    """An actor that logs every call it receives; samples carry the log so tests can read it."""
+
+    def __init__(self, index: int = 0) -> None:
+        self.index = index
+        self.samples = 0
+        self.sets_seen = 0
+        self.weights = 0
+
+    def sample(self) -> tuple[int, int, int]:
+        """(actor index, sample number, broadcasts seen so far)."""
+        self.samples += 1
+        return (self.index, self.samples - 1, self.sets_seen)
+
+    def set_weights(self, w: int) -> None:
+        """Record a broadcast."""
+        self.sets_seen += 1
+        self.weights = w
+
+
+class Adder:
+    """A stateful 'learner': adds its running total to each item."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, x: int) -> int:
+        """Accumulate ``x`` and return the running total."""
+        self.total += x
+        return self.total
+
+
+# ---------------------------------------------------------------------------- plan generator
+
+ints = st.integers(-20, 20)
+
+#: named pure functions, so that failing examples print readably
+FUNCTIONS: list[Callable[[int], int]] = [abs, lambda x: x + 1, lambda x: x * 3, lambda x: -x // 2]
+PREDICATES: list[Callable[[int], bool]] = [lambda x: x % 2 == 0, lambda x: x > 0, lambda x: True]
+
+
+def _size(x: int) -> int:
+    return abs(x) % 4 + 1
+
+
+def _tagged_value(t: rxrl.Tagged[int]) -> int:
+    return t.value * 10 + t.shard
+
+
+@st.composite
+def local_ops(draw: st.DrawFn) -> list[rxrl.LocalOp[int, int]]:
+    """A short chain of shard-local int -> int operators."""
+    chain: list[rxrl.LocalOp[int, int]] = []
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(
+            ["map", "filter", "flat_map", "window", "size_window", "take", "scan", "tap"]))
+        if kind == "map":
+            chain.append(ops.map(draw(st.sampled_from(FUNCTIONS))))
+        elif kind == "filter":
+            chain.append(ops.filter(draw(st.sampled_from(PREDICATES))))
+        elif kind == "flat_map":
+            chain.append(ops.flat_map(lambda x: [x, x + 100]))
+        elif kind == "window":
+            n = draw(st.integers(1, 3))
+            chain.append(_then(ops.window(n), ops.map(sum)))
+        elif kind == "size_window":
+            m = draw(st.integers(1, 6))
+            chain.append(ops.window(min_size=m, size=_size, combine=sum))
+        elif kind == "take":
+            chain.append(ops.take(draw(st.integers(0, 6))))
+        elif kind == "scan":
+            chain.append(ops.scan(lambda acc, x: acc + x, 0))
+        else:
+            chain.append(ops.tap(lambda x: None))
+    return chain
+
+
+def _then(first: rxrl.LocalOp[int, list[int]], second: rxrl.LocalOp[list[int], int]
+          ) -> rxrl.LocalOp[int, int]:
+    return rxrl.LocalOp(lambda node: second.attach(first.attach(node)), "window+sum")
+
+
+def _apply(stream: Any, chain: list[rxrl.LocalOp[int, int]]) -> Any:
+    for op in chain:
+        stream = stream | op
+    return stream
+
+
+@st.composite
+def shard_plans(draw: st.DrawFn) -> rxrl.Plan[int]:
+    """A sharded source (iterables or stateful actors), a local chain, and a collector."""
+    if draw(st.booleans()):
+        shards: rxrl.Shards[int] = rxrl.from_iterables(
+            draw(st.lists(st.lists(ints, max_size=6), min_size=1, max_size=3)))
+        group = None
+    else:
+        group = rxrl.actors(Counter, draw(st.integers(1, 3)), start=draw(ints))
+        shards = rxrl.from_actors(group, Counter.next) | ops.take(draw(st.integers(0, 5)))
+    shards = _apply(shards, draw(local_ops()))
+    collector = draw(st.sampled_from(["barrier", "gather", "tagged"]))
+    if collector == "barrier":
+        plan: rxrl.Plan[int] = shards | ops.barrier() | ops.map(sum)
+    elif collector == "gather":
+        plan = shards | ops.gather(draw(st.integers(1, 3)))
+    else:
+        plan = shards | ops.gather(draw(st.integers(1, 3)), tagged=True) | ops.map(_tagged_value)
+    if group is not None and draw(st.booleans()):
+        plan = plan | ops.broadcast(group, Counter.bump)
+    return plan
+
+
+@st.composite
+def plans(draw: st.DrawFn, depth: int = 2) -> rxrl.Plan[int]:
+    """Random plans over ints built from every operator (the conformance suite's generator)."""
+    kinds = ["iterable", "shards"] + (["zip", "union", "concurrently"] if depth > 0 else [])
+    kind = draw(st.sampled_from(kinds))
+    if kind == "iterable":
+        plan: rxrl.Plan[int] = rxrl.from_iterable(draw(st.lists(ints, max_size=8)))
+    elif kind == "shards":
+        plan = draw(shard_plans())
+    elif kind == "zip":
+        plan = ops.zip(draw(plans(depth - 1)), draw(plans(depth - 1))) | ops.map(sum)
+    else:
+        inputs = [draw(plans(depth - 1)) for _ in range(draw(st.integers(1, 3)))]
+        mode: Literal["round_robin", "async"] = draw(st.sampled_from(["round_robin", "async"]))
+        weights = (draw(st.lists(st.integers(1, 3), min_size=len(inputs), max_size=len(inputs)))
+                   if mode == "round_robin" and draw(st.booleans()) else None)
+        if kind == "union":
+            plan = ops.union(*inputs, mode=mode, weights=weights)
+        else:
+            emit = draw(st.lists(st.integers(0, len(inputs) - 1), unique=True))
+            plan = ops.concurrently(*inputs, mode=mode, emit=emit, weights=weights)
+    plan = _apply(plan, draw(local_ops()))
+    if draw(st.integers(0, 4)) == 0:
+        plan = plan | ops.call(rxrl.actors(Adder, 1), Adder.add)
+    return plan

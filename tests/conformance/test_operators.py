@@ -1,0 +1,124 @@
+"""Per-operator examples, identical on every backend (plans here have no schedule choices)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+import rxrl
+from rxrl import ops
+from tests.conformance.harness import Adder, Counter, output_and_replay
+
+
+def collect(plan: rxrl.Plan[object], backend: str) -> list[object]:
+    with rxrl.run(plan, backend) as run:
+        return list(run)
+
+
+def test_map_filter_flat_map(backend: str) -> None:
+    plan = (rxrl.from_iterable(range(6)) | ops.map(lambda x: x * 10)
+            | ops.filter(lambda x: x % 20 == 0) | ops.flat_map(lambda x: [x, -x]))
+    assert collect(plan, backend) == [0, 0, 20, -20, 40, -40]
+
+
+def test_window_emits_a_short_final_window(backend: str) -> None:
+    assert collect(rxrl.from_iterable(range(7)) | ops.window(3), backend) == [
+        [0, 1, 2], [3, 4, 5], [6]]
+
+
+def test_size_window_combines_until_min_size(backend: str) -> None:
+    words = rxrl.from_iterable(["ab", "c", "defg", "h", "i"])
+    plan = words | ops.window(min_size=3, combine="".join)
+    assert collect(plan, backend) == ["abc", "defg", "hi"]
+
+
+def test_take_scan_tap(backend: str) -> None:
+    plan = (rxrl.from_iterable(itertools.count(1)) | ops.scan(lambda a, x: a + x, 0)
+            | ops.tap(lambda x: None) | ops.take(4))
+    assert collect(plan, backend) == [1, 3, 6, 10]
+
+
+def test_take_zero_emits_nothing(backend: str) -> None:
+    assert collect(rxrl.from_iterable(itertools.count()) | ops.take(0), backend) == []
+
+
+def test_zip_ends_with_the_shortest_input(backend: str) -> None:
+    plan = ops.zip(rxrl.from_iterable([1, 2, 3]), rxrl.from_iterable("ab"),
+                   rxrl.from_iterable([True, False, True]))
+    assert collect(plan, backend) == [(1, "a", True), (2, "b", False)]
+
+
+def test_round_robin_union_pulls_weights_in_turn_and_skips_exhausted(backend: str) -> None:
+    a = rxrl.from_iterable([1, 2, 3, 4, 5])
+    b = rxrl.from_iterable(["x"])
+    c = rxrl.from_iterable([10.0, 20.0])
+    assert collect(ops.union(a, b, c, weights=[2, 1, 1]), backend) == [
+        1, 2, "x", 10.0, 3, 4, 20.0, 5]
+
+
+def test_concurrently_drops_unlisted_outputs_but_runs_them(backend: str) -> None:
+    counter = rxrl.actors(Adder, 1)
+    side = rxrl.from_iterable([1, 2, 3]) | ops.call(counter, Adder.add)
+    main = rxrl.from_iterable([0, 0, 0]) | ops.call(counter, Adder.add)
+    # main reads the adder's running total, so it sees the side flow's effects
+    assert collect(ops.concurrently(side, main, emit=[1]), backend) == [1, 3, 6]
+
+
+def test_barrier_rounds_drop_exhausted_shards(backend: str) -> None:
+    plan = rxrl.from_iterables([[1, 2, 3], [10], [100, 200]]) | ops.barrier()
+    assert collect(plan, backend) == [[1, 10, 100], [2, 200], [3]]
+
+
+def test_from_actors_with_shard_local_ops(backend: str) -> None:
+    group = rxrl.indexed_actors(lambda i: Counter(start=100 * i), 2, name="Counter")
+    shards = rxrl.from_actors(group, Counter.next) | ops.map(lambda x: x + 1) | ops.window(2)
+    plan = shards | ops.barrier() | ops.take(2)
+    assert collect(plan, backend) == [[[1, 2], [101, 102]], [[3, 4], [103, 104]]]
+
+
+def test_call_routes_tagged_items_back_to_their_shard(backend: str) -> None:
+    group = rxrl.indexed_actors(lambda i: Counter(start=1000 * i), 3, name="Counter")
+    shards = rxrl.from_actors(group, Counter.next) | ops.take(2)
+    routed = shards | ops.gather(tagged=True) | ops.call(group, lambda c, t: (t.shard, c.value // 1000))
+    out, _ = output_and_replay(routed, backend)
+    assert sorted(out) == [(0, 0), (0, 0), (1, 1), (1, 1), (2, 2), (2, 2)]
+
+
+def test_call_round_robins_untagged_items_over_a_group(backend: str) -> None:
+    adders = rxrl.actors(Adder, 2)
+    plan = rxrl.from_iterable([1, 2, 3, 4, 5]) | ops.call(adders, Adder.add)
+    assert collect(plan, backend) == [1, 2, 4, 6, 9]
+
+
+def test_call_with_route(backend: str) -> None:
+    adders = rxrl.actors(Adder, 2)
+    plan = rxrl.from_iterable([1, 2, 3, 4]) | ops.call(adders, Adder.add, route=lambda x: x % 2)
+    assert collect(plan, backend) == [1, 2, 4, 6]
+
+
+def test_running_a_plan_twice_runs_it_from_its_sources(backend: str) -> None:
+    plan = rxrl.from_iterable([1, 2]) | ops.call(rxrl.actors(Adder, 1), Adder.add)
+    assert collect(plan, backend) == collect(plan, backend) == [1, 3]
+
+
+def test_a_one_shot_iterator_source_refuses_a_second_run(backend: str) -> None:
+    plan = rxrl.from_iterable(iter([1, 2]))
+    assert collect(plan, backend) == [1, 2]
+    with pytest.raises(rxrl.PlanError, match="one-shot iterator"):
+        collect(plan, backend)
+
+
+def test_user_function_errors_name_the_operator(backend: str) -> None:
+    plan = rxrl.from_iterable([1, 0]) | ops.map(lambda x: 1 // x)
+    with pytest.raises(rxrl.OperatorError, match=r"map\(<lambda>\) \(built at .*test_operators.py") as e:
+        collect(plan, backend)
+    assert isinstance(e.value.__cause__, ZeroDivisionError)
+
+
+def test_errors_inside_shards_name_the_operator(backend: str) -> None:
+    group = rxrl.actors(Counter, 2)
+    plan = rxrl.from_actors(group, Counter.next) | ops.map(lambda x: 1 // (x - 1)) | ops.barrier()
+    with pytest.raises(rxrl.OperatorError, match=r"map\(<lambda>\)") as e:
+        collect(plan, backend)
+    assert isinstance(e.value.__cause__, ZeroDivisionError)

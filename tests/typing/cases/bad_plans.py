@@ -1,0 +1,37 @@
+"""Plans mypy --strict must reject; each `# E:` names a substring of the expected error."""
+
+import rxrl
+from rxrl import ops
+
+
+class Worker:
+    def __init__(self, env: str) -> None:
+        self.env = env
+
+    def sample(self) -> list[float]:
+        return [1.0]
+
+
+workers = rxrl.actors(Worker, 2, env=3)  # E: Argument "env" to "actors" has incompatible type "int"
+good = rxrl.actors(Worker, 2, env="x")
+shards = rxrl.from_actors(good, Worker.sample)
+plan = shards | ops.barrier()
+
+# zipping then mapping with a function of the wrong argument type
+zipped = ops.zip(rxrl.from_iterable([1]), rxrl.from_iterable(["a"]))
+bad_zip = zipped | ops.map(lambda t: t + 1)  # E: No overload variant of "__add__" of "tuple" matches argument type "int"
+
+# piping Shards into an op that needs a driver Plan
+bad_shards = shards | ops.broadcast(good, lambda w, x: None)  # E: No overload variant of "__or__" of "Shards"
+
+# a Plan piped into a collector
+bad_collect = plan | ops.barrier()  # E: Unsupported operand types for | ("Plan[list[list[float]]]"
+
+# window output used as a single item
+bad_window = rxrl.from_iterable([1, 2]) | ops.window(2) | ops.map(lambda x: x + 1)  # E: No overload variant of "__add__" of "list" matches argument type "int"
+
+# running Shards directly
+bad_run = rxrl.run(shards)  # E: Argument 1 to "run" has incompatible type "Shards[list[float]]"
+
+# an actor method that does not fit the items
+bad_call = rxrl.from_iterable(["s"]) | ops.call(good, lambda w, x: w.sample() + x)  # E: No overload variant of "__add__" of "list" matches argument type "str"

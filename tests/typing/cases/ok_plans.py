@@ -1,0 +1,69 @@
+"""Plans that must type-check under mypy --strict, with the item types mypy must infer."""
+
+from typing import assert_type
+
+import rxrl
+from rxrl import ops
+
+
+class Worker:
+    def __init__(self, env: str, seed: int = 0) -> None:
+        self.env = env
+
+    def sample(self) -> list[float]:
+        return [1.0]
+
+    def set_weights(self, w: dict[str, float]) -> None:
+        pass
+
+
+class Learner:
+    def train(self, batch: list[float]) -> dict[str, float]:
+        return {"loss": sum(batch)}
+
+
+workers = rxrl.actors(Worker, 2, env="CartPole-v1", seed=3)
+assert_type(workers, rxrl.ActorGroup[Worker])
+learner = rxrl.actors(Learner, 1)
+
+shards = rxrl.from_actors(workers, Worker.sample)
+assert_type(shards, rxrl.Shards[list[float]])
+local = shards | ops.map(lambda b: len(b))
+assert_type(local, rxrl.Shards[int])
+
+def concat(bs: list[list[float]]) -> list[float]:
+    return [x for b in bs for x in b]
+
+
+rounds = shards | ops.barrier()
+assert_type(rounds, rxrl.Plan[list[list[float]]])
+flat = rounds | ops.map(lambda bs: concat(bs))
+assert_type(flat, rxrl.Plan[list[float]])
+sized = flat | ops.window(min_size=100, combine=concat)
+assert_type(sized, rxrl.Plan[list[float]])
+trained = sized | ops.call(learner, Learner.train)
+assert_type(trained, rxrl.Plan[dict[str, float]])
+synced = trained | ops.broadcast(workers, lambda w, m: w.set_weights(m))
+assert_type(synced, rxrl.Plan[dict[str, float]])
+
+tagged = shards | ops.gather(2, tagged=True)
+assert_type(tagged, rxrl.Plan[rxrl.Tagged[list[float]]])
+untagged = shards | ops.gather()
+assert_type(untagged, rxrl.Plan[list[float]])
+routed = tagged | ops.call(workers, lambda w, t: t.with_value(len(t.value)))
+assert_type(routed, rxrl.Plan[rxrl.Tagged[int]])
+
+pairs = ops.zip(rxrl.from_iterable([1, 2]), rxrl.from_iterable(["a"]))
+assert_type(pairs, rxrl.Plan[tuple[int, str]])
+triples = ops.zip(pairs, rxrl.from_iterable([1.0]), rxrl.from_iterable([b""]))
+assert_type(triples, rxrl.Plan[tuple[tuple[int, str], float, bytes]])
+mixed = ops.union(rxrl.from_iterable([1]), rxrl.from_iterable([2]), mode="async")
+assert_type(mixed, rxrl.Plan[int])
+main = ops.alongside(pairs, rxrl.from_iterable([None]))
+assert_type(main, rxrl.Plan[tuple[int, str]])
+windows = rxrl.from_iterable("abc") | ops.window(2)
+assert_type(windows, rxrl.Plan[list[str]])
+totals = rxrl.from_iterable([1, 2]) | ops.scan(lambda acc, x: acc + x, 0.0)
+assert_type(totals, rxrl.Plan[float])
+run = rxrl.run(totals | ops.take(1))
+assert_type(run, rxrl.Run[float])

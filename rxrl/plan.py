@@ -13,6 +13,7 @@ U = TypeVar("U")
 T_co = TypeVar("T_co", covariant=True)
 T_contra = TypeVar("T_contra", contravariant=True)
 U_co = TypeVar("U_co", covariant=True)
+V = TypeVar("V")
 
 
 class Op(Generic[T_contra, U_co]):
@@ -31,6 +32,10 @@ class Op(Generic[T_contra, U_co]):
         """The node this operator makes when it reads from ``node``."""
         return self._attach(node)
 
+    def __or__(self, then: Op[U_co, V]) -> Op[T_contra, V]:
+        """A reusable segment: ``plan | (a | b)`` is ``plan | a | b``."""
+        return Op(_compose(self, then), f"{self.name} | {then.name}")
+
     def __repr__(self) -> str:
         return f"<op {self.name}>"
 
@@ -39,6 +44,16 @@ class LocalOp(Op[T_contra, U_co]):
     """An operator that may also run inside each shard: ``shards | op`` stays sharded."""
 
     __slots__ = ()
+
+    @overload
+    def __or__(self, then: LocalOp[U_co, V]) -> LocalOp[T_contra, V]: ...
+
+    @overload
+    def __or__(self, then: Op[U_co, V]) -> Op[T_contra, V]: ...
+
+    def __or__(self, then: Op[U_co, V]) -> Op[T_contra, V]:
+        kind = LocalOp if isinstance(then, LocalOp) else Op
+        return kind(_compose(self, then), f"{self.name} | {then.name}")
 
 
 class Collect(Generic[T_contra, U_co]):
@@ -56,6 +71,13 @@ class Collect(Generic[T_contra, U_co]):
 
     def __repr__(self) -> str:
         return f"<collect {self.name}>"
+
+
+def _compose(first: Op[Any, Any], then: Op[Any, Any]) -> Callable[[Node], Node]:
+    given: object = then
+    if not isinstance(given, Op):
+        raise TypeError(f"an operator can only be followed by an rxrl operator, got {given!r}")
+    return lambda node: then.attach(first.attach(node))
 
 
 class Plan(Generic[T_co]):

@@ -35,3 +35,6 @@ bad_run = rxrl.run(shards)  # E: Argument 1 to "run" has incompatible type "Shar
 
 # an actor method that does not fit the items
 bad_call = rxrl.from_iterable(["s"]) | ops.call(good, lambda w, x: w.sample() + x)  # E: No overload variant of "__add__" of "list" matches argument type "str"
+
+# a driver segment cannot run inside shards
+bad_segment = shards | (ops.map(len) | ops.broadcast(good, lambda w, n: None))  # E: No overload variant of "__or__" of "Shards"

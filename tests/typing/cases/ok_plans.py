@@ -1,5 +1,6 @@
 """Plans that must type-check under mypy --strict, with the item types mypy must infer."""
 
+from collections.abc import Sized
 from typing import assert_type
 
 import rxrl
@@ -67,3 +68,10 @@ totals = rxrl.from_iterable([1, 2]) | ops.scan(lambda acc, x: acc + x, 0.0)
 assert_type(totals, rxrl.Plan[float])
 run = rxrl.run(totals | ops.take(1))
 assert_type(run, rxrl.Run[float])
+
+# reusable segments
+segment = ops.map(len) | ops.map(float)
+assert_type(segment, rxrl.LocalOp[Sized, float])
+assert_type(shards | segment, rxrl.Shards[float])
+driver_segment = ops.map(concat) | ops.call(learner, Learner.train)
+assert_type(rounds | driver_segment, rxrl.Plan[dict[str, float]])

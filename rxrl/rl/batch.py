@@ -189,7 +189,8 @@ def standardize(field: str, eps: float = 1e-8) -> Callable[[SampleBatch], Sample
         x = getattr(batch, field)
         if len(x) == 0:
             return batch
-        scaled = (x - x.mean()) / max(float(x.std()), eps)
+        x64 = x.astype(np.float64)  # float32 means of constant columns are off by an ulp
+        scaled = (x64 - x64.mean()) / max(float(x64.std()), eps)
         return batch.with_columns(**{field: scaled.astype(x.dtype, copy=False)})
 
     standardize_column.__name__ = f"standardize_{field}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -59,13 +60,15 @@ class Learner:
         self.policy.set_weights(weights)
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume training: policy, optimizer, RNG, update count."""
-        return {
-            "policy": self.policy.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "rng": self.rng.bit_generator.state,
-            "num_updates": self.num_updates,
-        }
+        """A deep copy of everything needed to resume: policy, optimizer, RNG, update count."""
+        return copy.deepcopy(
+            {
+                "policy": self.policy.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "rng": self.rng.bit_generator.state,
+                "num_updates": self.num_updates,
+            }
+        )
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a `state_dict()`; training then continues exactly as it would have."""

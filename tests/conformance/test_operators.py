@@ -125,7 +125,10 @@ def test_errors_inside_shards_name_the_operator(backend: str) -> None:
 
 
 def test_operator_segments_compose(backend: str) -> None:
-    double_then_pairs = ops.map(lambda x: x * 2) | ops.window(2)
+    def double(x: int) -> int:
+        return x * 2
+
+    double_then_pairs = ops.map(double) | ops.window(2)
     assert collect(rxrl.from_iterable(range(5)) | double_then_pairs, backend) == [[0, 2], [4, 6], [8]]
     shards = rxrl.from_iterables([[1, 2], [3]]) | (ops.map(str) | ops.map(len))
     assert collect(shards | ops.barrier(), backend) == [[1, 1], [1]]

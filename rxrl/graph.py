@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
 from rxrl.actors import ActorGroup
 from rxrl.errors import PlanError
+
+if TYPE_CHECKING:
+    from reactivex import Observable
 
 UnionMode = Literal["round_robin", "async"]
 
@@ -119,6 +122,22 @@ class FromActors(Node):
 
     def params(self) -> str:
         return f"{self.group!r}, {fn_name(self.fn)}"
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class FromObservable(Node):
+    """A driver stream over a reactivex ``Observable``, subscribed when first pulled.
+
+    At most ``buffer`` items wait unpulled; a source that emits faster is held back (its
+    emitting thread waits), which is the only back-pressure a push source allows.
+    """
+
+    op: ClassVar[str] = "from_observable"
+    observable: Observable[Any]
+    buffer: int
+
+    def params(self) -> str:
+        return f"<{type(self.observable).__name__}>, buffer={self.buffer}"
 
 
 def _describe_iterable(xs: Iterable[Any]) -> str:

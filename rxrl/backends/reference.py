@@ -15,6 +15,7 @@ from rxrl import graph as g
 from rxrl.actors import ActorGroup, Tagged
 from rxrl.errors import ActorError, OperatorError
 from rxrl.events import Event, EventSink
+from rxrl.interop import END, ObservableQueue
 from rxrl.run import Execution
 from rxrl.schedule import Recorder, Schedule
 from rxrl.walk import Lowerer, actor_groups, lower
@@ -149,6 +150,12 @@ class _Context:
         self.recorder = recorder
         self.on_event = on_event
         self.instances: dict[int, list[Any]] = {}
+        #: what closing the run releases (observable subscriptions)
+        self.closers: list[Callable[[], None]] = []
+
+    def close(self) -> None:
+        while self.closers:
+            self.closers.pop()()
 
     def choose(self, nid: int, node: g.Node, ready: list[int]) -> int:
         choice = self.schedule.choose(nid, ready)
@@ -210,6 +217,18 @@ def _from_iterables(ctx: _Context, node: g.FromIterables, nid: int, ins: list[St
 
 def _from_actors(ctx: _Context, node: g.FromActors, nid: int, ins: list[Streams]) -> Streams:
     return [actor_stream(node, a) for a in ctx.actors(node.group)]
+
+
+def _from_observable(ctx: _Context, node: g.FromObservable, nid: int, ins: list[Streams]
+                     ) -> Streams:
+    queue = ObservableQueue(node)  # subscribed at the first pull; a blocking, bounded buffer
+    ctx.closers.append(queue.close)
+
+    def items() -> Iterator[Any]:
+        while (x := queue.take()) is not END:
+            yield x
+
+    return [items()]
 
 
 def _barrier(ctx: _Context, node: g.Barrier, nid: int, ins: list[Streams]) -> Streams:
@@ -366,9 +385,9 @@ def _union(ctx: _Context, node: g.Union, nid: int, ins: list[Streams]) -> Stream
 _TABLE: dict[type[g.Node], Lowerer[_Context, Streams]] = {
     **{t: _local for t in local_table},
     g.FromIterable: _from_iterable, g.FromIterables: _from_iterables,
-    g.FromActors: _from_actors, g.Barrier: _barrier, g.Gather: _gather,
-    g.Broadcast: _broadcast, g.Call: _call, g.Zip: _zip, g.Union: _union,
-    g.Concurrently: _union,
+    g.FromActors: _from_actors, g.FromObservable: _from_observable,
+    g.Barrier: _barrier, g.Gather: _gather, g.Broadcast: _broadcast, g.Call: _call,
+    g.Zip: _zip, g.Union: _union, g.Concurrently: _union,
 }
 
 
@@ -386,7 +405,7 @@ class ReferenceBackend:
         ctx.start_actors(actor_groups(root))
         table = _TABLE if on_event is None else _observing(_TABLE)
         (stream,) = lower(root, table, ctx, self.name)
-        return Execution(stream, lambda: None)
+        return Execution(stream, ctx.close)
 
 
 def _observing(table: dict[type[g.Node], Lowerer[_Context, Streams]]

@@ -1,0 +1,70 @@
+"""Shard-local operators as a pipeline of Rx operators, fed one pulled item at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from reactivex import Observable
+from reactivex.subject import Subject
+
+from rxrl.backends.rx.stream import END, Sink, Stream
+
+Operator = Callable[[Observable[Any]], Observable[Any]]
+
+
+class Chain(Stream):
+    """``source`` piped through Rx ``operators``; each pull pushes upstream items until one comes out.
+
+    Rx operators are push-based and have no notion of demand; feeding them by hand from a
+    pull keeps the contract's laziness: ``filter`` pulls until an item passes, ``window(n)``
+    pulls ``n``, ``take(n)`` completes on its n-th item so item n+1 is never pulled, and
+    ``take(0)`` completes before anything is pulled. Consecutive local operators fuse into one
+    chain (``then``) until the chain is first pulled.
+    """
+
+    def __init__(self, source: Stream, operators: tuple[Operator, ...]) -> None:
+        self._source = source
+        self._operators = operators
+        self._subject: Subject[Any] | None = None
+        self._sink = Sink()
+
+    def then(self, operator: Operator) -> Chain:
+        """This chain with one more operator (before it is first pulled)."""
+        assert self._subject is None, "a chain is extended only while lowering"
+        return Chain(self._source, (*self._operators, operator))
+
+    def _start(self) -> Subject[Any]:
+        subject: Subject[Any] = Subject()
+        sink = self._sink
+        subject.pipe(*self._operators).subscribe(sink.on_next, sink.on_error, sink.on_completed)
+        self._subject = subject
+        return subject
+
+    def pull(self) -> Any:
+        subject = self._subject or self._start()
+        sink = self._sink
+        while not sink.items and not sink.done:
+            try:
+                x = self._source.pull()
+            except BaseException:
+                sink.done = True  # a source that raised is finished, like a generator
+                raise
+            if x is END:
+                subject.on_completed()
+            else:
+                subject.on_next(x)
+        return sink.take()
+
+    def ready(self) -> bool:
+        return bool(self._sink.items) or self._sink.done or self._source.ready()
+
+    def pending(self) -> bool:
+        return not self._sink.done and self._source.pending()
+
+
+def extend(stream: Stream, operator: Operator) -> Chain:
+    """``stream`` followed by ``operator``, fused into ``stream`` if it is a chain."""
+    if isinstance(stream, Chain):
+        return stream.then(operator)
+    return Chain(stream, (operator,))

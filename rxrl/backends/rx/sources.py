@@ -1,0 +1,86 @@
+"""Sources: iterables (on the driver or one thread per shard), actors, and observables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+from reactivex import Observable
+
+from rxrl import graph as g
+from rxrl.backends.rx.runtime import Executor, Runtime
+from rxrl.backends.rx.stream import END, Stream
+from rxrl.errors import OperatorError
+from rxrl.interop import ObservableQueue
+
+
+@attrs.define
+class Shard:
+    """One stream of a sharded node: pulled only on its executor's thread (its actor's)."""
+
+    executor: Executor
+    stream: Stream
+
+    def request(self) -> Observable[Any]:
+        """Pull one item on the shard's thread; emits the item, ``END`` or a ``Failure``."""
+        return self.executor.submit(self.stream.pull)
+
+
+class IterSource(Stream):
+    """The items of an iterator; once it has ended or raised, it stays ended."""
+
+    def __init__(self, items: Iterator[Any]) -> None:
+        self._items: Iterator[Any] | None = items
+
+    def pull(self) -> Any:
+        if self._items is None:
+            return END
+        try:
+            return next(self._items)
+        except StopIteration:
+            self._items = None
+            return END
+        except BaseException:
+            self._items = None
+            raise
+
+
+class ActorSource(Stream):
+    """``fn(actor)`` per pull, forever (until ``fn`` raises): a ``from_actors`` shard."""
+
+    def __init__(self, node: g.FromActors, actor: Any) -> None:
+        self._node = node
+        self._actor = actor
+        self._failed = False
+
+    def pull(self) -> Any:
+        if self._failed:
+            return END
+        try:
+            return self._node.fn(self._actor)
+        except Exception as e:
+            self._failed = True
+            raise OperatorError(self._node.label, self._node.site, e) from e
+
+
+class ObservableSource(Stream):
+    """The items of a ``from_observable`` source, through the shared bounded queue."""
+
+    def __init__(self, runtime: Runtime, node: g.FromObservable) -> None:
+        self._runtime = runtime
+        self._what = node.describe()
+        self._queue = ObservableQueue(node, on_change=runtime.signal)
+        runtime.closers.append(self._queue.close)
+
+    def pull(self) -> Any:
+        return self._queue.take(wait=self._wait)
+
+    def _wait(self, arrived: Any) -> None:
+        self._runtime.wait_until(arrived, self._what, TimeoutError)
+
+    def ready(self) -> bool:
+        return self._queue.ready()
+
+    def pending(self) -> bool:
+        return self._queue.started

@@ -1,0 +1,83 @@
+"""The pull protocol a plan lowers to on the rx backend: streams, held outcomes, sinks."""
+
+from __future__ import annotations
+
+import abc
+from collections import deque
+from typing import Any
+
+import attrs
+
+from rxrl.interop import END
+
+__all__ = ["END", "Closed", "Failure", "Sink", "Stream"]
+
+
+class Closed(Exception):
+    """The run was closed while the driver waited; the stream ends quietly."""
+
+
+@attrs.frozen
+class Failure:
+    """An exception raised by work on an actor thread, held until its result is taken."""
+
+    error: BaseException
+
+    def reraise(self) -> None:
+        """Raise the held exception where the result is taken (as ``ray.get`` would)."""
+        raise self.error
+
+
+class Stream(abc.ABC):
+    """A lowered stream, pulled by one thread at a time (the driver's, or one shard's).
+
+    ``pull`` returns the next item or ``END``. ``ready`` and ``pending`` let an async union
+    prefer inputs that can deliver without waiting: ``ready`` means a pull would not wait for
+    asynchronous work, ``pending`` that such work is in flight and will wake the driver when it
+    lands. A stream that is neither is *idle*: only pulling it makes progress.
+    """
+
+    @abc.abstractmethod
+    def pull(self) -> Any:
+        """The next item, or ``END``; waits (on the run's condition) if it must."""
+
+    def ready(self) -> bool:
+        """Whether a pull would return without waiting for other threads."""
+        return True
+
+    def pending(self) -> bool:
+        """Whether asynchronous work of this stream is in flight."""
+        return False
+
+
+class Sink:
+    """Collects what an Rx pipeline emits, so that a pull can hand it out one item at a time."""
+
+    __slots__ = ("done", "error", "items")
+
+    def __init__(self) -> None:
+        self.items: deque[Any] = deque()
+        self.done = False
+        self.error: Exception | None = None
+
+    def on_next(self, item: Any) -> None:
+        """An item of the pipeline."""
+        self.items.append(item)
+
+    def on_error(self, error: Exception) -> None:
+        """The pipeline failed; the error is raised by the pull that reaches it."""
+        self.error = error
+        self.done = True
+
+    def on_completed(self) -> None:
+        """The pipeline ended."""
+        self.done = True
+
+    def take(self) -> Any:
+        """The next collected item, the pending error (raised once), or ``END``."""
+        if self.items:
+            return self.items.popleft()
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return END

@@ -83,7 +83,7 @@ def test_deterministic_act_takes_the_mode() -> None:
     actions, _, _ = policy.act(obs, deterministic=True)
     with torch.no_grad():
         mean = policy.heads(policy.encode(torch.as_tensor(obs)))[0].numpy()
-    np.testing.assert_allclose(actions.astype(np.float32), mean)
+    np.testing.assert_allclose(actions.astype(np.float32), mean, atol=1e-6)
 
 
 def test_sampling_is_reproducible_per_sampling_seed() -> None:
@@ -126,6 +126,43 @@ def test_weights_roundtrip_are_copies_and_validated() -> None:
         dst.set_weights({**weights, "vf_head.bias": np.zeros(2, np.float32)})
     with pytest.raises(ValueError, match=r"missing entries \['log_std'\]"):
         dst.set_weights({k: v for k, v in weights.items() if k != "log_std"})
+
+
+@pytest.mark.parametrize("shared_trunk", [False, True])
+def test_numpy_rollout_path_tracks_in_place_weight_updates(shared_trunk: bool) -> None:
+    """`act`/`value` read the torch parameters' memory: optimizer steps, `set_weights` and
+    `load_state_dict` are all seen at once."""
+    policy = make_policy(BOX_OBS, CONTINUOUS, PolicyConfig(shared_trunk=shared_trunk), seed=0)
+    obs = obs_batch()
+    policy.act(obs)  # builds the numpy views
+
+    def agree() -> None:
+        actions, logp, values = policy.act(obs)
+        with torch.no_grad():
+            logp2, _, values2 = policy.evaluate(torch.as_tensor(obs), torch.as_tensor(actions))
+        np.testing.assert_allclose(values, values2.numpy(), atol=1e-5)
+        np.testing.assert_allclose(logp, logp2.numpy(), atol=1e-4)
+
+    assert isinstance(policy, GaussianActorCritic)
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
+    before = policy.value(obs)
+    _, _, values = policy.evaluate(torch.as_tensor(obs), torch.zeros(32, 2))
+    torch.autograd.backward((values - 10.0).square().mean() - policy.log_std.sum())
+    optimizer.step()
+    assert not np.allclose(before, policy.value(obs))
+    agree()
+    policy.set_weights(
+        make_policy(BOX_OBS, CONTINUOUS, PolicyConfig(shared_trunk=shared_trunk), seed=1).get_weights()
+    )
+    agree()
+    policy.load_state_dict(
+        make_policy(BOX_OBS, CONTINUOUS, PolicyConfig(shared_trunk=shared_trunk), seed=2).state_dict()
+    )
+    agree()
+    np.testing.assert_allclose(
+        policy.value(obs),
+        make_policy(BOX_OBS, CONTINUOUS, PolicyConfig(shared_trunk=shared_trunk), seed=2).value(obs),
+    )
 
 
 def test_shared_trunk_has_no_separate_value_trunk() -> None:

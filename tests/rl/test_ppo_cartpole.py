@@ -11,7 +11,7 @@ from rxrl.rl.worker import RolloutWorker
 
 def train_cartpole(seed: int, max_steps: int) -> Metrics:
     worker = RolloutWorker("CartPole-v1", num_envs=8, fragment_length=128, seed=seed)
-    learner = PPOLearner("CartPole-v1", PPOConfig(lr=1e-3, minibatch_size=256), seed=seed)
+    learner = PPOLearner("CartPole-v1", PPOConfig(lr=2e-3, minibatch_size=256, ent_coef=0.0), seed=seed)
     accumulator = MetricsAccumulator(window=20)
     while True:
         batch = standardize("advantages")(accumulator.observe_samples(worker.sample()))

@@ -13,6 +13,7 @@ from rxrl import ops
 from rxrl.actors import ActorGroup, Tagged, actors, indexed_actors
 from rxrl.errors import ActorError, OperatorError, PlanError, RxrlError, ScheduleError
 from rxrl.events import Event, log_events
+from rxrl.interop import from_observable, to_observable
 from rxrl.plan import Collect, LocalOp, Op, Plan, Shards
 from rxrl.run import Backend, Run, register_backend, run
 from rxrl.schedule import Schedule, Trace
@@ -24,6 +25,6 @@ __version__ = "0.1.0"
 __all__ = [
     "ActorError", "ActorGroup", "Backend", "Collect", "Event", "LocalOp", "Op", "OperatorError",
     "Plan", "PlanError", "Run", "RxrlError", "Schedule", "ScheduleError", "Shards", "Tagged",
-    "Trace", "actors", "from_actors", "from_iterable", "from_iterables", "indexed_actors",
-    "log_events", "ops", "register_backend", "run", "show",
+    "Trace", "actors", "from_actors", "from_iterable", "from_iterables", "from_observable", "indexed_actors",
+    "log_events", "ops", "register_backend", "run", "show", "to_observable",
 ]

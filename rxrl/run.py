@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import attrs
 
@@ -15,6 +15,9 @@ from rxrl.graph import Node
 from rxrl.plan import Plan
 from rxrl.schedule import Recorder, Schedule, Trace
 from rxrl.walk import fingerprint, validate
+
+if TYPE_CHECKING:
+    from reactivex import Observable, abc
 
 T = TypeVar("T")
 
@@ -103,6 +106,26 @@ class Run(Generic[T]):
         if not self._closed:
             self._closed = True
             self._execution.close()
+
+    def as_observable(self, scheduler: abc.SchedulerBase | None = None) -> Observable[T]:
+        """This run's items as a reactivex ``Observable`` (one subscriber), drained on ``scheduler``.
+
+        ``on_error`` carries the run's error, ``on_completed`` its end; disposing the
+        subscription closes the run. See ``rxrl.to_observable`` for a cold observable that
+        starts a run per subscriber.
+
+        >>> import rxrl
+        >>> from reactivex import operators as rx_ops
+        >>> from reactivex.scheduler import CurrentThreadScheduler
+        >>> run = rxrl.run(rxrl.from_iterable([1, 2, 3, 4]))
+        >>> seen: list[int] = []
+        >>> _ = run.as_observable(CurrentThreadScheduler()).pipe(rx_ops.take(2)).subscribe(seen.append)
+        >>> seen
+        [1, 2]
+        """
+        from rxrl.interop import run_as_observable
+
+        return run_as_observable(self, scheduler)
 
     def __enter__(self) -> Run[T]:
         return self

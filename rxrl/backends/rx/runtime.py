@@ -17,9 +17,10 @@ from typing import Any
 
 import attrs
 import reactivex as rx
-from reactivex import Observable
+from reactivex import Observable, abc
 from reactivex.internal.exceptions import DisposedException
 from reactivex.scheduler import EventLoopScheduler
+from reactivex.scheduler.scheduleditem import ScheduledItem
 
 from rxrl import graph as g
 from rxrl.actors import ActorGroup
@@ -57,6 +58,27 @@ class Options:
         return made
 
 
+class _ActorScheduler(EventLoopScheduler):
+    """Rx's ``EventLoopScheduler`` whose ``dispose`` always ends the thread.
+
+    reactivex 6.1's event loop checks for disposal only at the top of its loop, and waits on
+    its condition without checking again: a ``dispose`` that arrives while the thread runs an
+    action notifies nobody, and the thread then waits forever (a lost wakeup). Queueing an
+    inert item with the disposal makes the loop go round once more and see it.
+    """
+
+    def dispose(self) -> None:
+        with self._condition:
+            if not self._is_disposed:
+                self._is_disposed = True
+                self._ready_list.append(ScheduledItem(self, None, _inert, self.now))
+                self._condition.notify()
+
+
+def _inert(scheduler: abc.SchedulerBase, state: Any = None) -> None:
+    """Never runs: a disposed loop exits before running what it finds queued."""
+
+
 class Executor:
     """One thread, an Rx ``EventLoopScheduler``, that runs submitted work in order."""
 
@@ -64,7 +86,7 @@ class Executor:
         self.name = name
         self.thread: threading.Thread | None = None
         self._runtime = runtime
-        self.scheduler = EventLoopScheduler(thread_factory=self._make_thread)
+        self.scheduler = _ActorScheduler(thread_factory=self._make_thread)
 
     def _make_thread(self, target: Callable[[], None]) -> threading.Thread:
         self.thread = threading.Thread(target=target, name=f"rxrl-rx {self.name}", daemon=True)

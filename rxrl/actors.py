@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar
 
@@ -41,6 +44,14 @@ class ActorGroup(Generic[A]):
     name: str
     site: str
     options: Mapping[str, Any] = attrs.field(factory=dict)
+    #: identifies the group across processes: unpickling a group whose key this process
+    #: already knows returns that same object, so identity (``Tagged`` routing) survives a
+    #: trip through a Ray actor and back
+    key: str = attrs.field(init=False, factory=lambda: uuid.uuid4().hex, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        with _KNOWN_LOCK:
+            _KNOWN.setdefault(self.key, self)
 
     def __len__(self) -> int:
         return self.size
@@ -48,9 +59,56 @@ class ActorGroup(Generic[A]):
     def __repr__(self) -> str:
         return f"{self.name}×{self.size}"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore_group, (self.key, self.make, self.size, self.name, self.site,
+                                 dict(self.options)))
+
     def with_options(self, **options: Any) -> ActorGroup[A]:
         """A new group with backend options (e.g. Ray resources ``num_cpus=1``) merged in."""
         return attrs.evolve(self, options={**self.options, **options})
+
+    def with_restarts(self, max_restarts: int = 3,
+                      on_restart: Callable[[A], object] | None = None) -> ActorGroup[A]:
+        """A new group whose actors a distributed backend restarts when they die.
+
+        A restarted actor is constructed again with ``make(index)``; then ``on_restart(actor)``
+        runs (if given); then the latest item of every ``broadcast`` to the group is applied
+        again (so a rollout worker gets the current weights back). Items already emitted
+        downstream are neither lost nor repeated; state inside the shard (window buffers,
+        ``take`` counts) starts afresh. Without restarts (the default) a dead actor stops the
+        run with an ``ActorError``. The reference backend never loses actors and ignores this.
+
+        >>> class Worker:
+        ...     pass
+        >>> actors(Worker, 2).with_restarts(5).options["max_restarts"]
+        5
+        """
+        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
+            raise PlanError(f"{self!r}.with_restarts({max_restarts!r})", call_site(),
+                            "max_restarts must be an integer >= 0 (or -1 for no limit)")
+        if on_restart is not None and not callable(on_restart):
+            raise PlanError(f"{self!r}.with_restarts()", call_site(),
+                            f"on_restart must be callable, got {on_restart!r}")
+        return self.with_options(max_restarts=max_restarts, on_restart=on_restart)
+
+
+_KNOWN: weakref.WeakValueDictionary[str, ActorGroup[Any]] = weakref.WeakValueDictionary()
+_KNOWN_LOCK = threading.Lock()
+
+
+def _restore_group(key: str, make: Callable[[int], Any], size: int, name: str, site: str,
+                   options: dict[str, Any]) -> ActorGroup[Any]:
+    """Unpickle a group: the object this process already holds under ``key``, if any."""
+    with _KNOWN_LOCK:
+        known = _KNOWN.get(key)
+        if known is not None:
+            return known
+    group: ActorGroup[Any] = ActorGroup(make, size, name, site, options)
+    with _KNOWN_LOCK:
+        if _KNOWN.get(group.key) is group:
+            del _KNOWN[group.key]
+        object.__setattr__(group, "key", key)
+        return _KNOWN.setdefault(key, group)
 
 
 def _check_size(n: int, name: str, site: str) -> None:

@@ -1,0 +1,105 @@
+"""The Ray backend: ``rxrl.run(plan, backend="ray")`` runs a plan on Ray actors.
+
+- Every actor group becomes one Ray actor per index (a generic ``Host`` that constructs
+  ``make(i)``), created when the run starts and killed when it ends; a group's options
+  (``group.with_options(num_cpus=1, num_gpus=..., resources={...}, ...)``) are Ray actor
+  options, and ``group.with_restarts(n, on_restart=...)`` makes Ray restart dead actors.
+- A shard-local chain (``from_actors(...) | map | window ...``) runs inside its actor, one
+  call per output item; ``from_iterables`` shards run the same way on a small pool of generic
+  host actors reused across runs (``iterable_hosts`` of them; an iterable that cannot be
+  pickled, e.g. a generator, runs on the driver instead).
+- Driver operators run on the driver; ``gather``/``barrier``/``call`` wait with ``ray.wait``;
+  async ``union``/``concurrently`` run each input in a driver thread with a one-item buffer.
+  Values made by actors stay in the object store until a driver operator looks at them.
+- Every choice (gather, async union) is recorded; ``rxrl.run(plan, "reference",
+  schedule=ray_run.trace)`` replays the run. A Ray run cannot follow a given schedule.
+
+Options of ``rxrl.run(plan, backend="ray", **options)``:
+
+- ``address``: the cluster to connect to when Ray is not initialised yet (``"auto"``,
+  ``"ray://head:10001"``); ``init_options``: more ``ray.init`` keyword arguments. An
+  initialised Ray is reused as is (and a Ray this backend started is left running).
+- ``timeout_s`` (default 300): the longest any wait may last (an actor's reply, a shard's
+  item, an actor's construction); ``None`` waits forever.
+- ``iterable_hosts`` (default 4): how many pooled hosts run ``from_iterables`` shards.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import ray
+
+from rxrl.backends.ray.host import RemoteError
+from rxrl.backends.ray.lowering import TABLE, Stream, materialize
+from rxrl.backends.ray.runtime import RayTimeoutError, RunContext
+from rxrl.errors import ScheduleError
+from rxrl.events import EventSink
+from rxrl.graph import Node
+from rxrl.run import Execution
+from rxrl.schedule import Recorder, Schedule
+from rxrl.walk import lower
+
+__all__ = ["BACKEND", "RayBackend", "RayTimeoutError", "RemoteError"]
+
+_OPTIONS = frozenset({"address", "init_options", "timeout_s", "iterable_hosts"})
+log = logging.getLogger(__name__)
+
+
+class RayBackend:
+    """``rxrl.run(plan, backend="ray")``: actors on Ray, coordination on the driver."""
+
+    name = "ray"
+
+    def execute(self, root: Node, *, schedule: Schedule | None, recorder: Recorder,
+                on_event: EventSink | None, options: dict[str, Any]) -> Execution:
+        """Start Ray if needed, create the plan's actors, and return its output stream."""
+        if schedule is not None:
+            raise ScheduleError(
+                "the ray backend cannot follow a schedule: its choices are made by the actual "
+                "completion order, and recorded in run.trace; replay a trace with "
+                "rxrl.run(plan, 'reference', schedule=trace)")
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise TypeError(f"unknown option(s) {unknown} for the ray backend; it takes "
+                            f"{sorted(_OPTIONS)}")
+        timeout_s = options.get("timeout_s", 300.0)
+        iterable_hosts = options.get("iterable_hosts", 4)
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError(f"timeout_s must be a positive number of seconds or None, got {timeout_s!r}")
+        if isinstance(iterable_hosts, bool) or not isinstance(iterable_hosts, int) or iterable_hosts < 1:
+            raise ValueError(f"iterable_hosts must be an integer >= 1, got {iterable_hosts!r}")
+        connect(options.get("address"), options.get("init_options"))
+        ctx = RunContext(recorder, on_event, timeout_s, iterable_hosts)
+        try:
+            out = lower(root, TABLE, ctx, self.name)
+            assert isinstance(out, Stream), "validate() guarantees a driver root"
+            ctx.start()
+        except BaseException:
+            ctx.close()
+            raise
+        return Execution(_outputs(out, ctx), ctx.close)
+
+
+def connect(address: str | None, init_options: dict[str, Any] | None) -> None:
+    """Initialise Ray unless it already is (then ``address``/``init_options`` are ignored)."""
+    if ray.is_initialized():
+        if address is not None or init_options:
+            log.warning("Ray is already initialised: ignoring address=%r and init_options=%r",
+                        address, init_options)
+        return
+    ray.init(address=address, **(init_options or {}))
+
+
+def _outputs(stream: Stream, ctx: RunContext) -> Iterator[Any]:
+    form = stream.form
+    try:
+        for x in stream.items:
+            yield materialize(form, x)
+    finally:
+        ctx.close()
+
+
+BACKEND = RayBackend()

@@ -1,0 +1,238 @@
+"""The one Ray actor class rxrl uses: it hosts a plan actor (or iterable shards) and runs its calls.
+
+A ``Host`` constructs the user's actor with ``make(index)`` and keeps, registered once, the
+fused shard chains (``from_actors(...) | map | window ...``, run with the reference
+interpreter's shard-local generators) and the functions of every ``call``/``broadcast`` that
+targets it; a request then names a chain or a function by its occurrence id instead of
+shipping code. Every request answers ``(status, value)`` as two objects, so that the driver
+reads the small status (ok / end / stale / failure) and leaves the value in the object store.
+"""
+
+from __future__ import annotations
+
+import traceback
+import warnings
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any, Literal, cast
+
+import attrs
+import ray
+from ray import cloudpickle
+
+from rxrl import graph as g
+from rxrl.actors import Tagged
+from rxrl.backends.reference import actor_stream, local_table
+from rxrl.errors import OperatorError, RxrlError
+
+#: statuses of a request (besides a ``Failure``, or a ``Tagged`` hint for an ok Tagged value)
+OK = "ok"
+END = "end"
+#: the actor was restarted and has not been brought up to date yet: nothing was executed
+STALE = "stale"
+
+#: ``cloudpickle.dumps`` (untyped upstream)
+dumps = cast(Callable[[Any], bytes], cloudpickle.dumps)
+loads = cast(Callable[[bytes], Any], cloudpickle.loads)
+
+#: how an item travels to ``Host.apply``: the value itself, one object ref, a Tagged object
+#: ref, or a list of object refs (a barrier round)
+Shape = Literal["value", "ref", "tagged", "list"]
+
+
+class RemoteError(RxrlError, RuntimeError):
+    """Stands in for an exception raised in a Ray actor that could not be sent back as is."""
+
+
+@attrs.frozen
+class Failure:
+    """An exception raised inside a host, packed so that it always unpickles on the driver.
+
+    ``kind`` says how the driver raises it again: ``operator`` as an ``OperatorError`` of
+    ``operator``/``site`` caused by ``cause``; ``raw`` as ``cause`` itself (an iterable's own
+    error, as the reference interpreter lets it through); ``actor`` as an ``ActorError`` with
+    ``message``.
+    """
+
+    kind: Literal["operator", "raw", "actor"]
+    cause: BaseException
+    operator: str = ""
+    site: str = ""
+    message: str = ""
+
+
+def portable(e: BaseException, where: str) -> BaseException:
+    """``e`` with the remote traceback as a note, or a RemoteError if ``e`` does not round-trip."""
+    note = f"(raised in Ray actor {where}; remote traceback follows)\n" + "".join(
+        traceback.format_exception(type(e), e, e.__traceback__))
+    try:
+        e.add_note(note)
+        loads(dumps(e))
+        return e
+    except Exception:
+        stand_in = RemoteError(f"{type(e).__module__}.{type(e).__qualname__}: {e}")
+        stand_in.add_note(note)
+        return stand_in
+
+
+def failure_of(e: Exception, where: str) -> Failure:
+    """Pack an exception raised by a chain or an effect for the trip to the driver."""
+    if isinstance(e, OperatorError):
+        cause = e.__cause__ if e.__cause__ is not None else e
+        return Failure("operator", portable(cause, where), e.operator, e.site)
+    return Failure("raw", portable(e, where))
+
+
+@attrs.frozen
+class Chain:
+    """A fused shard chain: a source (``from_actors`` node or an iterator) and local steps."""
+
+    steps: tuple[g.Node, ...]
+    source: g.FromActors | None = None
+    iterator: Iterator[Any] | None = None
+
+
+@attrs.frozen
+class MemberSpec:
+    """Everything a host needs to be one plan actor, sent once at construction (and reused by
+    Ray when it restarts the actor)."""
+
+    make: Callable[[int], Any]
+    index: int
+    where: str
+    site: str
+    chains: dict[int, Chain]
+    effects: dict[int, g.Broadcast | g.Call]
+    on_restart: Callable[[Any], object] | None = None
+
+
+def _reconstructed() -> bool:
+    with warnings.catch_warnings():  # Ray's own property warns about an API it uses inside
+        warnings.simplefilter("ignore")
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+
+
+class Host:
+    """Runs inside a Ray actor: the user's actor instance, its chains and its effects."""
+
+    def __init__(self, spec: MemberSpec | None = None) -> None:
+        self.instance: Any = None
+        self.broken: Failure | None = None
+        self.stale = False
+        self.where = "a from_iterables host" if spec is None else spec.where
+        self.chains: dict[Hashable, Chain] = {}
+        self.running: dict[Hashable, Iterator[Any]] = {}
+        self.effects: dict[int, g.Broadcast | g.Call] = {}
+        if spec is None:
+            return
+        self.chains.update(spec.chains.items())
+        self.effects.update(spec.effects)
+        try:
+            self.instance = spec.make(spec.index)
+        except Exception as e:
+            self.broken = Failure("actor", portable(e, self.where), message=(
+                f"creating actor {spec.where} (group built at {spec.site}) raised "
+                f"{type(e).__name__}: {e}"))
+            return
+        if _reconstructed():
+            self.stale = True  # until the driver re-applies the latest broadcasts
+            if spec.on_restart is not None:
+                try:
+                    spec.on_restart(self.instance)
+                except Exception as e:
+                    self.broken = Failure("actor", portable(e, self.where), message=(
+                        f"the on_restart hook of restarted actor {spec.where} (group built at "
+                        f"{spec.site}) raised {type(e).__name__}: {e}"))
+
+    def ready(self) -> str | Failure:
+        """``OK``, or the failure of the constructor."""
+        return self.broken or OK
+
+    @ray.method(num_returns=2)
+    def pull(self, key: Hashable) -> tuple[Any, Any]:
+        """The next item of chain ``key``: ``(OK or a Tagged hint, item)``, ``(END, None)``, ..."""
+        if self.broken is not None:
+            return self.broken, None
+        if self.stale:
+            return STALE, None
+        it = self.running.get(key)
+        if it is None:
+            chain = self.chains.get(key)
+            if chain is None:  # released (the run was closed): behave as an ended shard
+                return END, None
+            it = self.running[key] = self._open(chain)
+        try:
+            x = next(it)
+        except StopIteration:
+            return END, None
+        except Exception as e:
+            return failure_of(e, self.where), None
+        return status_of(x), x
+
+    def _open(self, chain: Chain) -> Iterator[Any]:
+        it: Iterator[Any]
+        if chain.source is not None:
+            it = actor_stream(chain.source, self.instance)
+        else:
+            assert chain.iterator is not None
+            it = chain.iterator  # its own exceptions pass unwrapped, as in the reference
+        for step in chain.steps:
+            it = local_table[type(step)](step, it)
+        return it
+
+    @ray.method(num_returns=2)
+    def apply(self, fn_id: int, shape: Shape, shard: int | None, group: Any,
+              *values: Any) -> tuple[Any, Any]:
+        """``fn(instance, item)`` of the call/broadcast ``fn_id``; answers like ``pull``."""
+        if self.broken is not None:
+            return self.broken, None
+        if self.stale:
+            return STALE, None
+        node = self.effects[fn_id]
+        try:
+            y = node.fn(self.instance, rebuild(shape, shard, group, values))
+        except Exception as e:
+            return Failure("operator", portable(e, self.where), node.label, node.site), None
+        return status_of(y), y
+
+    def refresh(self, effects: list[tuple[int, Shape, int | None, Any, tuple[Any, ...]]]
+                ) -> str | Failure:
+        """Re-apply the latest broadcasts (after a restart), then serve requests again."""
+        if self.broken is not None:
+            return self.broken
+        for fn_id, shape, shard, group, values in effects:
+            if shape != "value":
+                values = tuple(ray.get(list(values)))
+            node = self.effects[fn_id]
+            try:
+                node.fn(self.instance, rebuild(shape, shard, group, values))
+            except Exception as e:
+                return Failure("operator", portable(e, self.where), node.label, node.site)
+        self.stale = False
+        return OK
+
+    def register(self, key: Hashable, steps: tuple[g.Node, ...], iterator: Iterator[Any]) -> None:
+        """Host an iterable shard chain under ``key`` (a ``(run, node, shard)`` tuple)."""
+        self.chains[key] = Chain(steps, iterator=iterator)
+
+    def release(self, run: str) -> None:
+        """Forget the chains of run ``run``."""
+        for key in [k for k in self.chains if isinstance(k, tuple) and k[0] == run]:
+            del self.chains[key]
+            self.running.pop(key, None)
+
+
+def status_of(x: Any) -> Any:
+    """``OK``, or for a Tagged item a value-less ``Tagged`` so the driver can route without it."""
+    return Tagged(None, x.shard, x.group) if type(x) is Tagged else OK
+
+
+def rebuild(shape: Shape, shard: int | None, group: Any, values: tuple[Any, ...]) -> Any:
+    """The item ``Host.apply`` was sent (see ``Shape``)."""
+    if shape == "value":
+        return values[0][0]
+    if shape == "ref":
+        return values[0]
+    if shape == "tagged":
+        assert shard is not None
+        return Tagged(values[0], shard, group)
+    return list(values)

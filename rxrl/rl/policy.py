@@ -93,6 +93,13 @@ class ActorCritic(nn.Module, ABC):
         self.sampler = np.random.default_rng(seed)
         self._np: dict[str, list[_NumpyLinear]] | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The numpy views must alias *this* object's parameters: rebuild them after a copy.
+        module_state: Callable[[], dict[str, Any]] = super().__getstate__  # untyped in torch
+        state = dict(module_state())
+        state["_np"] = None
+        return state
+
     def seed_sampling(self, seed: int) -> None:
         """Reseed the generator `act` samples from (weights are untouched)."""
         self.sampler = np.random.default_rng(seed)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -163,6 +165,17 @@ def test_numpy_rollout_path_tracks_in_place_weight_updates(shared_trunk: bool) -
         policy.value(obs),
         make_policy(BOX_OBS, CONTINUOUS, PolicyConfig(shared_trunk=shared_trunk), seed=2).value(obs),
     )
+
+
+def test_copied_policy_acts_with_its_own_weights() -> None:
+    """A deep copy or pickle must not keep numpy views of the original's parameters."""
+    policy = make_policy(BOX_OBS, DISCRETE, seed=0)
+    obs = obs_batch()
+    policy.act(obs)
+    for clone in (copy.deepcopy(policy), pickle.loads(pickle.dumps(policy))):
+        clone.set_weights(make_policy(BOX_OBS, DISCRETE, seed=1).get_weights())
+        np.testing.assert_allclose(clone.value(obs), make_policy(BOX_OBS, DISCRETE, seed=1).value(obs))
+        assert not np.allclose(clone.value(obs), policy.value(obs))
 
 
 def test_shared_trunk_has_no_separate_value_trunk() -> None:

@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 import reactivex as rx
 from reactivex import Observable, abc
-from reactivex import operators as rx_ops
 from reactivex.disposable import CompositeDisposable, Disposable
 from reactivex.scheduler import NewThreadScheduler
 
@@ -78,15 +77,19 @@ def from_observable(observable: Observable[T], *, buffer: int = 16) -> Plan[T]:
     return Plan(FromObservable(observable=observable, buffer=buffer, site=site))
 
 
+class _Stop(Exception):
+    """Raised into a source that keeps emitting synchronously after the run closed."""
+
+
 class ObservableQueue:
     """A bounded, blocking queue fed by one subscription to a ``FromObservable`` source.
 
-    The subscription is made on a thread of its own (``subscribe_on``), so that a source that
-    emits synchronously while being subscribed (``rx.of``, ``rx.from_iterable``) does so on
-    that thread, where waiting for room in the queue holds it back without blocking the
-    consumer. ``on_change`` (if given) is called after every arrival, for consumers that wait
-    elsewhere. Backends share this class; ``close()`` releases a waiting producer and disposes
-    the subscription.
+    The subscription is made on a thread of its own, so that a source that emits
+    synchronously while being subscribed (``rx.of``, ``rx.from_iterable``) does so on that
+    thread, where waiting for room in the queue holds it back without blocking the consumer.
+    ``on_change`` (if given) is called after every arrival, for consumers that wait elsewhere.
+    Backends share this class; ``close()`` releases a waiting producer and disposes the
+    subscription.
     """
 
     def __init__(self, node: FromObservable, on_change: Callable[[], None] | None = None) -> None:
@@ -103,23 +106,29 @@ class ObservableQueue:
         """Whether the observable has been subscribed to."""
         return self._started
 
-    def start(self) -> None:
-        """Subscribe to the observable (once)."""
-        with self._cond:
-            if self._started or self._closed:
-                return
-            self._started = True
-        source = self._node.observable.pipe(rx_ops.subscribe_on(NewThreadScheduler()))
-        subscription = source.subscribe(self._on_next, self._on_error, self._on_completed)
-        with self._cond:
-            self._subscription = subscription
-        if self.closed:  # closed while subscribing: close() found no subscription to dispose
-            subscription.dispose()
-
     @property
     def closed(self) -> bool:
         """Whether ``close`` was called."""
         return self._closed
+
+    def start(self) -> None:
+        """Subscribe to the observable (once), on a new thread."""
+        with self._cond:
+            if self._started or self._closed:
+                return
+            self._started = True
+        NewThreadScheduler().schedule(self._subscribe)
+
+    def _subscribe(self, _: abc.SchedulerBase, __: Any = None) -> None:
+        try:
+            subscription = self._node.observable.subscribe(
+                self._on_next, self._on_error, self._on_completed)
+        except _Stop:  # a synchronous source that did not catch it: it has stopped
+            return
+        with self._cond:
+            self._subscription = subscription
+        if self.closed:  # closed while subscribing: close() found no subscription to dispose
+            subscription.dispose()
 
     def ready(self) -> bool:
         """Whether ``take`` would return without waiting."""
@@ -164,7 +173,12 @@ class ObservableQueue:
                    and not self._closed):
                 self._cond.wait()
             if self._closed:
-                return
+                if kind == "next" and self._subscription is None:
+                    # Still inside subscribe(): a synchronous source (rx.from_iterable on the
+                    # current-thread scheduler) that no disposable can reach yet. Rx sources
+                    # turn an exception of on_next into their end; that is the only way out.
+                    raise _Stop()
+                return  # an emission that raced with dispose(): drop it
             self._items.append((kind, value))
             self._cond.notify_all()
         if self._on_change is not None:
@@ -241,8 +255,7 @@ def to_observable(
     subscription closes the run and stops its actors. Other arguments are ``rxrl.run``'s.
 
     >>> import rxrl
-    >>> from reactivex import operators as rx_ops
-    >>> from reactivex.scheduler import CurrentThreadScheduler
+    >>>     >>> from reactivex.scheduler import CurrentThreadScheduler
     >>> plan = rxrl.from_iterable(range(10))
     >>> seen: list[int] = []
     >>> obs = rxrl.to_observable(plan, scheduler=CurrentThreadScheduler())

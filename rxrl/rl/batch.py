@@ -181,6 +181,14 @@ def standardize(field: str, eps: float = 1e-8) -> Callable[[SampleBatch], Sample
     For `ops.map(standardize("advantages"))`. The column's std is floored at `eps` so a
     constant column becomes zeros. Raises ValueError at once for a field that is not one
     of `FLOAT_COLUMNS`.
+
+    >>> import numpy as np
+    >>> f = np.zeros(4, np.float32)
+    >>> batch = SampleBatch(obs=np.zeros((4, 2)), actions=np.zeros(4, np.int64), rewards=f,
+    ...                     terminateds=f > 0, truncateds=f > 0, logp=f, values=f,
+    ...                     advantages=np.array([1, 2, 3, 4], np.float32), value_targets=f)
+    >>> [round(float(a), 3) for a in standardize("advantages")(batch).advantages]
+    [-1.342, -0.447, 0.447, 1.342]
     """
     if field not in FLOAT_COLUMNS:
         raise ValueError(f"standardize: {field!r} is not a float column; choose one of {FLOAT_COLUMNS}")

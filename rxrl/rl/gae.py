@@ -44,6 +44,14 @@ def compute_gae(
     `next_values`. `A[t] = delta[t] + gamma * lam * (1 - done[t]) * A[t + 1]` with
     `delta[t] = r[t] + gamma * (1 - terminated[t]) * next_values[t] - values[t]` and
     `A[T] = 0`. Returns float32 arrays of the input shape.
+
+    >>> import numpy as np
+    >>> r, v, nv = np.ones((2, 1)), np.zeros((2, 1)), np.array([[0.0], [10.0]])
+    >>> no = np.zeros((2, 1), bool)
+    >>> compute_gae(r, v, nv, no, no, gamma=0.5, lam=1.0)[0].ravel().tolist()  # bootstrap at T-1
+    [4.0, 6.0]
+    >>> compute_gae(r, v, nv, np.array([[True], [False]]), no, 0.5, 1.0)[0].ravel().tolist()
+    [1.0, 6.0]
     """
     shape = _check_shapes(
         rewards=rewards,

@@ -139,6 +139,21 @@ def test_box_actions_are_clipped_for_the_env_but_stored_unclipped() -> None:
         np.testing.assert_allclose(seen, np.clip(actions[:-1][~done[:-1]], -0.5, 0.5))
 
 
+def test_discrete_actions_are_shifted_by_the_space_start() -> None:
+    worker = toy(env_kwargs={"action_start": 5}, num_envs=2)
+    batch = worker.sample()
+    assert set(batch.actions.tolist()) == {0, 1}  # the policy's indices are stored
+    seen = batch.obs[:, 2][batch.obs[:, 0] > 0]  # the action the env received last step
+    assert set(seen.tolist()) == {5.0, 6.0}
+
+
+def test_discrete_observations_frozen_lake() -> None:
+    worker = RolloutWorker("FrozenLake-v1", num_envs=2, fragment_length=16)
+    batch = worker.sample()
+    assert len(batch) == 32 and batch.obs.dtype == np.int64 and batch.obs.shape == (32,)
+    assert np.isfinite(batch.value_targets).all()
+
+
 def test_set_weights_changes_the_behaviour_policy() -> None:
     a = RolloutWorker("CartPole-v1", 2, 16, seed=0)
     b = RolloutWorker("CartPole-v1", 2, 16, seed=1)

@@ -17,10 +17,12 @@ class CountEnv(gym.Env[npt.NDArray[np.float32], Any]):
     step `length + tag % 3`, so sub-environments differ in episode length. `tag` is the seed
     of the first seeded reset, which identifies the sub-environment within a vector env."""
 
-    def __init__(self, length: int = 4, continuous: bool = False) -> None:
+    def __init__(self, length: int = 4, continuous: bool = False, action_start: int = 0) -> None:
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
         self.action_space: gym.Space[Any] = (
-            gym.spaces.Box(-0.5, 0.5, (1,), np.float32) if continuous else gym.spaces.Discrete(2)
+            gym.spaces.Box(-0.5, 0.5, (1,), np.float32)
+            if continuous
+            else gym.spaces.Discrete(2, start=action_start)
         )
         self.base_length, self.tag, self.step_count, self.last_action = length, 0, 0, 0.0
 

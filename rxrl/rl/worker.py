@@ -33,7 +33,7 @@ class RolloutWorker:
     it is not a transition and never appears in a batch. Environments then gather
     transitions at different rates, so the worker steps until every environment has
     `fragment_length` new ones and drops each environment's surplus (its newest few
-    transitions; a few percent of steps while episodes are short). Nothing carries over
+    transitions; about 1 % of steps on CartPole early in training). Nothing carries over
     between fragments, so no batch holds data from before the previous `set_weights`.
     SAME_STEP envs (`vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}`) are
     supported as well; DISABLED is refused.
@@ -98,6 +98,7 @@ class RolloutWorker:
         obs = self._obs
         while counts.min() < target:
             actions, logp, values = self.policy.act(obs)
+            obs = obs.copy()  # before stepping: some vector envs reuse one observation buffer
             next_obs, rewards, terminated, truncated, infos = self.env.step(self._env_actions(actions))
             valid = ~self._resetting
             counts += valid

@@ -31,12 +31,12 @@ def toy(env: str = TOY_ID, vector_kwargs: dict[str, Any] | None = None, **kw: An
     )
 
 
-@pytest.mark.parametrize("vector_kwargs", MODES)
+@pytest.mark.parametrize("vector_kwargs", [*MODES, pytest.param({"copy": False}, id="shared_obs_buffer")])
 def test_fragments_are_env_major_consecutive_transitions_without_reset_steps(
     vector_kwargs: dict[str, Any] | None,
 ) -> None:
     worker = toy(vector_kwargs=vector_kwargs)
-    assert worker.next_step_reset is (vector_kwargs is None)
+    assert worker.next_step_reset is (vector_kwargs != SAME_STEP)
     for _ in range(3):
         batch = worker.sample()
         assert len(batch) == 30

@@ -1,0 +1,164 @@
+"""The PPO CartPole-v1 settings every benchmarked system is given, and the record each run writes.
+
+One `Matched` value is translated into each system's own vocabulary (`rxrl.rl.PPOConfig`,
+RLlib's `PPOConfig`, SB3's `PPO(...)` arguments, the CleanRL-style loop's constants) by the
+runner of that system; where a system words a setting differently the runner says how it
+maps. A run writes one `RunRecord` as JSON; `ppo_cartpole.py` reads them back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import math
+import os
+import platform
+import time
+from collections.abc import Iterable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+#: the return CartPole-v1 is "solved" at (mean of the last 100 episodes)
+TARGET_RETURN = 475.0
+
+
+@attrs.frozen
+class Matched:
+    """PPO hyper-parameters shared by every system (CleanRL's CartPole recipe, lr 1e-3).
+
+    `vf_coef` is in rxrl/CleanRL form, `vf_coef * 0.5 * E[(v - R)^2]`: SB3 and RLlib weight
+    the plain mean squared error, so they get `vf_coef / 2`. Value clipping is off
+    everywhere (the four systems clip the value function in four different ways).
+    One iteration samples `train_batch` = workers x envs x fragment transitions.
+    """
+
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    num_workers: int = 2
+    envs_per_worker: int = 8
+    fragment_length: int = 64
+    num_epochs: int = 4
+    minibatch_size: int = 256
+    lr: float = 1e-3
+    gamma: float = 0.99
+    lam: float = 0.95
+    clip_coef: float = 0.2
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    env: str = "CartPole-v1"
+
+    @property
+    def train_batch(self) -> int:
+        """Transitions per training iteration."""
+        return self.num_workers * self.envs_per_worker * self.fragment_length
+
+    @property
+    def num_envs(self) -> int:
+        """Environments in all, for the single-process systems."""
+        return self.num_workers * self.envs_per_worker
+
+
+@attrs.define
+class Point:
+    """One training iteration on the learning curve."""
+
+    time_s: float  # since the first sample was requested
+    env_steps_sampled: int
+    env_steps_trained: int
+    return_mean: float  # mean return of the last 100 finished episodes (NaN before the first)
+
+
+@attrs.define
+class RunRecord:
+    """What one run of one system reports (all times in seconds)."""
+
+    system: str
+    seed: int
+    budget_steps: int
+    settings: dict[str, Any]
+    setup_s: float = 0.0  # from process start (imports, Ray start, actors, env) to the first sample
+    train_s: float = 0.0  # from the first sample request to the end of the last iteration
+    learner_s: float = 0.0  # time spent in SGD (the learner's own timer)
+    env_steps_sampled: int = 0
+    env_steps_trained: int = 0
+    curve: list[Point] = attrs.Factory(list)
+    notes: list[str] = attrs.Factory(list)
+    versions: dict[str, str] = attrs.Factory(dict)
+
+    def add(self, time_s: float, sampled: int, trained: int, return_mean: float) -> None:
+        """Append an iteration and keep the totals up to date."""
+        self.curve.append(Point(time_s, sampled, trained, return_mean))
+        self.train_s, self.env_steps_sampled, self.env_steps_trained = time_s, sampled, trained
+
+    def first_at(self, target: float = TARGET_RETURN) -> Point | None:
+        """The first iteration whose mean return reached `target`, if any."""
+        return next((p for p in self.curve if not math.isnan(p.return_mean) and p.return_mean >= target),
+                    None)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (NaN returns become null)."""
+        out = attrs.asdict(self)
+        for point in out["curve"]:
+            if math.isnan(point["return_mean"]):
+                point["return_mean"] = None
+        return out
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> RunRecord:
+        """Inverse of `to_json`."""
+        fields = dict(data)
+        curve = [Point(p["time_s"], p["env_steps_sampled"], p["env_steps_trained"],
+                       math.nan if p["return_mean"] is None else p["return_mean"]) for p in data["curve"]]
+        fields["curve"] = curve
+        return RunRecord(**fields)
+
+    def write(self, path: Path) -> None:
+        """Write the record as JSON to `path`."""
+        path.write_text(json.dumps(self.to_json(), indent=1))
+
+
+def optional(module: str) -> Any:
+    """Import a benchmark-only dependency (see bench/requirements.txt), untyped on purpose.
+
+    The peers and psutil/matplotlib are not rxrl dependencies: CI's mypy has no stubs for them,
+    so the bench code reaches them through `Any`.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise SystemExit(f"{module} is missing: pip install -r bench/requirements.txt torch==2.13.0") from e
+
+
+def since_start() -> float:
+    """Seconds since this process started (by the OS's clock, so imports count too)."""
+    start: float = optional("psutil").Process().create_time()
+    return time.time() - start
+
+
+def versions(packages: Iterable[str]) -> dict[str, str]:
+    """Installed versions of `packages` (missing ones are left out), with Python's."""
+    found = {"python": platform.python_version()}
+    for name in packages:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found[name] = metadata.version(name)
+    return found
+
+
+def clean_ray_env() -> None:
+    """Make sure `ray.init` starts a private local Ray instead of joining someone else's."""
+    os.environ.pop("RAY_ADDRESS", None)
+
+
+#: `ray.init` arguments of every Ray-based run: a private local instance with this
+#: machine's CPUs, no dashboard, quiet logs
+RAY_INIT: dict[str, Any] = {
+    "address": "local",
+    "include_dashboard": False,
+    "log_to_driver": False,
+    "configure_logging": False,
+}

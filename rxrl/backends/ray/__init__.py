@@ -20,7 +20,9 @@ Options of ``rxrl.run(plan, backend="ray", **options)``:
   ``"ray://head:10001"``); ``init_options``: more ``ray.init`` keyword arguments. An
   initialised Ray is reused as is (and a Ray this backend started is left running).
 - ``timeout_s`` (default 300): the longest any wait may last (an actor's reply, a shard's
-  item, an actor's construction); ``None`` waits forever.
+  item, an input of an async union); ``None`` waits forever.
+- ``start_timeout_s`` (default 300): the longest the run waits for its actors to be placed
+  and constructed.
 - ``iterable_hosts`` (default 4): how many pooled hosts run ``from_iterables`` shards.
 """
 
@@ -44,7 +46,7 @@ from rxrl.walk import lower
 
 __all__ = ["BACKEND", "RayBackend", "RayTimeoutError", "RemoteError"]
 
-_OPTIONS = frozenset({"address", "init_options", "timeout_s", "iterable_hosts"})
+_OPTIONS = frozenset({"address", "init_options", "timeout_s", "start_timeout_s", "iterable_hosts"})
 log = logging.getLogger(__name__)
 
 
@@ -65,14 +67,13 @@ class RayBackend:
         if unknown:
             raise TypeError(f"unknown option(s) {unknown} for the ray backend; it takes "
                             f"{sorted(_OPTIONS)}")
-        timeout_s = options.get("timeout_s", 300.0)
+        timeout_s = _seconds(options, "timeout_s")
+        start_timeout_s = _seconds(options, "start_timeout_s")
         iterable_hosts = options.get("iterable_hosts", 4)
-        if timeout_s is not None and not timeout_s > 0:
-            raise ValueError(f"timeout_s must be a positive number of seconds or None, got {timeout_s!r}")
         if isinstance(iterable_hosts, bool) or not isinstance(iterable_hosts, int) or iterable_hosts < 1:
             raise ValueError(f"iterable_hosts must be an integer >= 1, got {iterable_hosts!r}")
         connect(options.get("address"), options.get("init_options"))
-        ctx = RunContext(recorder, on_event, timeout_s, iterable_hosts)
+        ctx = RunContext(recorder, on_event, timeout_s, start_timeout_s, iterable_hosts)
         try:
             out = lower(root, TABLE, ctx, self.name)
             assert isinstance(out, Stream), "validate() guarantees a driver root"
@@ -81,6 +82,14 @@ class RayBackend:
             ctx.close()
             raise
         return Execution(_outputs(out, ctx), ctx.close)
+
+
+def _seconds(options: dict[str, Any], name: str) -> float | None:
+    value = options.get(name, 300.0)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                              or not value > 0):
+        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
+    return None if value is None else float(value)
 
 
 def connect(address: str | None, init_options: dict[str, Any] | None) -> None:

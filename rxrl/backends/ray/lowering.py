@@ -118,6 +118,13 @@ def _from_iterable(ctx: RunContext, node: g.FromIterable, nid: int, ins: list[Lo
     return Stream(node.open())
 
 
+def _from_observable(ctx: RunContext, node: g.FromObservable, nid: int,
+                     ins: list[Lowered]) -> Lowered:
+    # a push source on the driver: the reference's bounded queue, closed with the run
+    lowerer = cast(Lowerer[Any, list[Iterator[Any]]], reference._TABLE[g.FromObservable])
+    return Stream(lowerer(ctx, node, nid, [])[0])
+
+
 def _shard_source(ctx: RunContext, node: g.FromActors | g.FromIterables, nid: int,
                   ins: list[Lowered]) -> Lowered:
     return Sharded(node)
@@ -316,7 +323,8 @@ def _common_form(ins: list[Lowered]) -> Form | None:
 
 TABLE: dict[type[g.Node], Lowerer[RunContext, Lowered]] = {
     **{t: _local for t in local_table},
-    g.FromIterable: _from_iterable, g.FromIterables: _shard_source, g.FromActors: _shard_source,
+    g.FromIterable: _from_iterable, g.FromObservable: _from_observable,
+    g.FromIterables: _shard_source, g.FromActors: _shard_source,
     g.Barrier: _barrier, g.Gather: _gather, g.Broadcast: _broadcast, g.Call: _call,
     g.Zip: _sequential, g.Union: _union, g.Concurrently: _union,
 }

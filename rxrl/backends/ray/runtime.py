@@ -155,9 +155,16 @@ class Member:
         policy = ("its group has no restart policy (group.with_restarts(n) restarts dead actors)"
                   if self.max_restarts == 0 else
                   f"Ray gave up restarting it (max_restarts={self.max_restarts})")
-        reason = str(cause).strip().splitlines()[0] if cause is not None else "it was lost"
+        reason = _reason(cause) if cause is not None else "it was restarted"
         return ActorError(f"actor {self.where} (group built at {group.site}) died while "
                           f"running {node.describe()}: {reason}; {policy}")
+
+
+def _reason(cause: BaseException) -> str:
+    # Ray's actor errors: a headline, tab-indented context (ids, pid, ip), then the reason
+    lines = [line.strip() for line in str(cause).splitlines()
+             if line.strip() and not line.startswith("\t")]
+    return " ".join(lines)[:500]
 
 
 @attrs.frozen
@@ -271,10 +278,11 @@ class RunContext:
     """The state of one run on the driver; lowering functions receive it."""
 
     def __init__(self, recorder: Recorder, on_event: EventSink | None, timeout_s: float | None,
-                 iterable_hosts: int) -> None:
+                 start_timeout_s: float | None, iterable_hosts: int) -> None:
         self.recorder = recorder
         self.on_event = on_event
         self.timeout_s = timeout_s
+        self.start_timeout_s = start_timeout_s
         self.iterable_hosts = iterable_hosts
         self.run_id = uuid.uuid4().hex[:12]
         self.states: dict[str, GroupState] = {}
@@ -332,13 +340,14 @@ class RunContext:
         if not started:
             return
         ready, _ = ray.wait([ref for _, ref in started], num_returns=len(started),
-                            timeout=self.timeout_s)
+                            timeout=self.start_timeout_s)
         done = set(ready)
         for member, ref in started:
             if ref not in done:
                 raise RayTimeoutError(
                     f"actor {member.where} (group built at {member.state.group.site}) was not "
-                    f"constructed within timeout_s={self.timeout_s} s: Ray may have no node "
+                    f"constructed within start_timeout_s={self.start_timeout_s} s: Ray may "
+                    "have no node "
                     f"with the resources it asks for ({dict(member.state.group.options)})")
             try:
                 status = ray.get(ref)

@@ -1,0 +1,300 @@
+"""Ray backend: synchronization observed inside the actors, object-ref passthrough, options."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+
+import rxrl
+from rxrl import ops
+from rxrl.backends.ray import RayTimeoutError
+from tests.conformance.harness import Adder, CountingIterable, is_merge
+
+pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.timeout(120)]
+
+
+# ------------------------------------------------------------------- an event log in Ray
+
+
+class Ledger:
+    """A causally ordered log: actors note events synchronously, tests read and wait on it."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        self.cond = threading.Condition()
+
+    def note(self, *event: Any) -> None:
+        with self.cond:
+            self.events.append(event)
+            self.cond.notify_all()
+
+    def read(self) -> list[tuple[Any, ...]]:
+        with self.cond:
+            return list(self.events)
+
+    def wait_for(self, event: tuple[Any, ...], timeout: float) -> bool:
+        """Wait until ``event`` was noted; whether it was."""
+        with self.cond:
+            return self.cond.wait_for(lambda: event in self.events, timeout)
+
+    def wait_for_starts(self, shard: int, count: int, timeout: float) -> int:
+        """Wait until shard ``shard`` started ``count`` samples; return how many it started."""
+        with self.cond:
+            self.cond.wait_for(lambda: _starts(self.events, shard) >= count, timeout)
+            return _starts(self.events, shard)
+
+
+def new_ledger() -> Any:
+    """A Ledger actor (threaded, so that waits and notes can overlap)."""
+    remote: Any = ray.remote
+    return remote(num_cpus=0, max_concurrency=4)(Ledger).remote()
+
+
+def _starts(events: list[tuple[Any, ...]], shard: int) -> int:
+    return sum(1 for e in events if e[0] == "start" and e[1] == shard)
+
+
+class LoggedWorker:
+    """A rollout-worker stand-in that notes each sample it starts in the ledger."""
+
+    def __init__(self, index: int, ledger: Any) -> None:
+        self.index = index
+        self.ledger = ledger
+        self.samples = 0
+
+    def sample(self) -> tuple[int, int]:
+        ray.get(self.ledger.note.remote("start", self.index, self.samples))
+        self.samples += 1
+        return self.index, self.samples - 1
+
+
+def logged_workers(n: int, ledger: Any) -> rxrl.ActorGroup[LoggedWorker]:
+    return rxrl.indexed_actors(lambda i: LoggedWorker(i, ledger), n, name="LoggedWorker")
+
+
+def test_barrier_requests_no_sample_of_round_r_plus_1_before_round_r_is_pulled() -> None:
+    ledger = new_ledger()
+    plan = rxrl.from_actors(logged_workers(3, ledger), LoggedWorker.sample) | ops.barrier()
+    with rxrl.run(plan, "ray") as run:
+        for r in range(4):
+            batch = next(run)
+            assert batch == [(i, r) for i in range(3)]
+            started = ray.get(ledger.read.remote())
+            # every sample of round r started; none of round r + 1 has been requested
+            assert sorted(e[1:] for e in started) == sorted((i, j) for i in range(3) for j in range(r + 1))
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_gather_keeps_exactly_k_samples_in_flight_per_worker(k: int) -> None:
+    ledger = new_ledger()
+    plan = rxrl.from_actors(logged_workers(2, ledger), LoggedWorker.sample) | ops.gather(k)
+    taken = [0, 0]
+    with rxrl.run(plan, "ray") as run:
+        for shard, j in itertools.islice(run, 12):
+            assert j == taken[shard]  # each worker's order is kept
+            taken[shard] += 1
+            for s in (0, 1):
+                # the staleness bound: started <= taken + k, and the pipeline is full
+                started = ray.get(ledger.wait_for_starts.remote(s, taken[s] + k, 30.0))
+                assert started == taken[s] + k
+
+
+def test_an_async_union_reads_at_most_one_item_ahead_per_input() -> None:
+    fast = CountingIterable()
+    slow = rxrl.from_iterables([list(range(3))]) | ops.gather()
+    with rxrl.run(ops.union(rxrl.from_iterable(fast), slow, mode="async"), "ray") as run:
+        taken = list(itertools.islice(run, 20))
+        # one item buffered and one being handed over, however fast the input is
+        assert fast.pulled <= sum(1 for x in taken if x >= 0) + 2
+    assert fast.pulled < 40
+
+
+# --------------------------------------------------------------- values stay off the driver
+
+#: how often a Payload was unpickled in this process (the driver, here)
+UNPICKLED = [0]
+
+
+def _restore_payload(n: int, blob: bytes) -> Payload:
+    UNPICKLED[0] += 1
+    return Payload(n, blob)
+
+
+class Payload:
+    """A batch whose every unpickling in a process is counted in that process."""
+
+    def __init__(self, n: int, blob: bytes = b"") -> None:
+        self.n = n
+        self.blob = blob
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _restore_payload, (self.n, self.blob)
+
+
+class Producer:
+    def __init__(self, index: int, size: int) -> None:
+        self.index = index
+        self.size = size
+        self.made = 0
+
+    def sample(self) -> Payload:
+        self.made += 1
+        return Payload(100 * self.index + self.made, bytes(self.size))
+
+
+class Consumer:
+    def train(self, p: Payload) -> int:
+        return p.n
+
+    def train_round(self, ps: list[Payload]) -> int:
+        return sum(p.n for p in ps)
+
+    def train_tagged(self, t: rxrl.Tagged[Payload]) -> tuple[int, int]:
+        return t.shard, t.value.n
+
+    def echo(self, p: Payload) -> Payload:
+        return p
+
+
+@pytest.mark.parametrize("size", [10, 300_000])  # inlined in the reply, and in the object store
+def test_a_batch_flows_from_producer_to_consumer_without_visiting_the_driver(size: int) -> None:
+    producers = rxrl.indexed_actors(lambda i: Producer(i, size), 2, name="Producer")
+    consumer = rxrl.actors(Consumer, 1)
+    samples = rxrl.from_actors(producers, Producer.sample)
+    plans: list[rxrl.Plan[Any]] = [
+        samples | ops.gather(2) | ops.take(6) | ops.call(consumer, Consumer.echo)
+        | ops.call(consumer, Consumer.train),
+        samples | ops.barrier() | ops.broadcast(producers, lambda p, batch: None)
+        | ops.call(consumer, Consumer.train_round) | ops.take(3),
+        samples | ops.gather(tagged=True) | ops.call(consumer, Consumer.train_tagged) | ops.take(4),
+        ops.union(samples | ops.gather(), samples | ops.gather(), mode="async")
+        | ops.call(consumer, Consumer.train) | ops.take(4),
+    ]
+    before = UNPICKLED[0]
+    outputs = [list(rxrl.run(plan, "ray")) for plan in plans]
+    assert UNPICKLED[0] == before, "a Payload was fetched to the driver"
+    per_shard = [[n % 100 for n in outputs[0] if n // 100 == i] for i in (0, 1)]
+    assert [ns == list(range(1, len(ns) + 1)) for ns in per_shard] == [True, True]
+    assert len(outputs[0]) == 6
+    assert outputs[1] == [1 + 101, 2 + 102, 3 + 103]
+    assert all(n // 100 == shard for shard, n in outputs[2])
+    # the control: a driver operator that looks at the value does fetch it
+    assert list(rxrl.run(samples | ops.gather() | ops.map(lambda p: p.n) | ops.take(2), "ray"))
+    assert UNPICKLED[0] > before
+
+
+def test_a_tagged_item_that_round_trips_through_an_actor_still_routes_home() -> None:
+    group = rxrl.indexed_actors(lambda i: Producer(i, 0), 3, name="Producer")
+    echo = rxrl.actors(Consumer, 1)
+    plan = (rxrl.from_actors(group, Producer.sample) | ops.take(2) | ops.gather(tagged=True)
+            | ops.call(echo, lambda c, t: t)  # the Tagged comes back from another process
+            | ops.call(group, lambda p, t: (p.index, t.shard)))
+    out = list(rxrl.run(plan, "ray"))
+    assert sorted(out) == [(i, i) for i in range(3) for _ in range(2)]
+
+
+# --------------------------------------------------------------------------- the rest
+
+
+def test_a_generator_shard_runs_on_the_driver_and_still_replays() -> None:
+    shards = rxrl.from_iterables([(x for x in range(4)), [10, 11, 12]]) | ops.gather(2)
+    with rxrl.run(shards, "ray") as run:
+        out = list(run)
+        trace = run.trace
+    assert is_merge(out, [[0, 1, 2, 3], [10, 11, 12]])
+    replay = rxrl.from_iterables([(x for x in range(4)), [10, 11, 12]]) | ops.gather(2)
+    assert list(rxrl.run(replay, "reference", schedule=trace)) == out
+
+
+def test_choice_events_match_the_trace() -> None:
+    events: list[rxrl.Event] = []
+    plan = rxrl.from_iterables([[1, 2], [3]]) | ops.gather()
+    with rxrl.run(plan, "ray", on_event=events.append) as run:
+        out = list(run)
+        trace = run.trace
+    assert sorted(out) == [1, 2, 3]
+    assert tuple(e.item for e in events if e.kind == "choice") == trace.choices[0]
+
+
+def test_call_events_name_the_actor() -> None:
+    events: list[rxrl.Event] = []
+    plan = rxrl.from_iterable([1, 2]) | ops.call(rxrl.actors(Adder, 2), Adder.add)
+    assert list(rxrl.run(plan, "ray", on_event=events.append)) == [1, 2]
+    assert [e.detail for e in events if e.kind == "call"] == ["Adder[0].Adder.add", "Adder[1].Adder.add"]
+
+
+def test_an_observable_source_runs_on_the_driver() -> None:
+    import reactivex as rx
+
+    plan = rxrl.from_observable(rx.of(1, 2, 3)) | ops.call(rxrl.actors(Adder, 1), Adder.add)
+    assert list(rxrl.run(plan, "ray")) == [1, 3, 6]
+
+
+def test_a_schedule_is_refused() -> None:
+    with pytest.raises(rxrl.ScheduleError, match="cannot follow a schedule"):
+        rxrl.run(rxrl.from_iterable([1]), "ray", schedule=rxrl.Schedule.round_robin())
+
+
+def test_unknown_and_invalid_options_are_refused() -> None:
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['adress'\]"):
+        rxrl.run(rxrl.from_iterable([1]), "ray", adress="auto")
+    with pytest.raises(ValueError, match="timeout_s"):
+        rxrl.run(rxrl.from_iterable([1]), "ray", timeout_s=0)
+
+
+def test_a_group_option_ray_refuses_names_the_group() -> None:
+    group = rxrl.actors(Adder, 1).with_options(num_cpu=1)
+    with pytest.raises(rxrl.PlanError, match=r"Adder×1 \(built at .*test_ray.py:\d+\): Ray refused"):
+        rxrl.run(rxrl.from_iterable([1]) | ops.call(group, Adder.add), "ray")
+
+
+def test_an_actor_that_cannot_be_placed_times_out_with_its_resources_named() -> None:
+    group = rxrl.actors(Adder, 1).with_options(resources={"tpu": 1})
+    with pytest.raises(RayTimeoutError, match=r"Adder\[0\].*not constructed.*'tpu': 1"):
+        rxrl.run(rxrl.from_iterable([1]) | ops.call(group, Adder.add), "ray", start_timeout_s=1)
+    assert not _actors_named("Adder")
+
+
+def test_resource_options_reach_ray() -> None:
+    class Probe:
+        def resources(self) -> dict[str, Any]:
+            context: Any = ray.get_runtime_context()
+            return dict(context.get_assigned_resources())
+
+    group = rxrl.actors(Probe, 1).with_options(num_cpus=1)
+    assert list(rxrl.run(rxrl.from_iterable([0]) | ops.call(group, lambda p, _: p.resources()),
+                         "ray")) == [{"CPU": 1.0}]
+
+
+def _actors_named(fragment: str) -> list[str]:
+    return [n for n in ray.util.list_named_actors() if n.startswith("rxrl:") and fragment in n]
+
+
+def test_actors_are_gone_when_the_run_ends_early() -> None:
+    group = rxrl.indexed_actors(lambda i: Producer(i, 0), 2, name="EarlyEnd")
+    with rxrl.run(rxrl.from_actors(group, Producer.sample) | ops.gather(), "ray") as run:
+        next(run)
+        assert len(_actors_named("EarlyEnd")) == 2
+    assert not _actors_named("EarlyEnd")
+
+
+def test_pooled_iterable_hosts_are_reused_across_runs() -> None:
+    plan = rxrl.from_iterables([[1], [2]]) | ops.map(lambda x: (x, _pid())) | ops.barrier()
+    first = list(rxrl.run(plan, "ray"))
+    second = list(rxrl.run(plan, "ray"))
+    assert {pid for row in first for _, pid in row} == {pid for row in second for _, pid in row}
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def iterate(n: int) -> Iterator[int]:
+    yield from range(n)

@@ -1,0 +1,257 @@
+"""Ray backend faults: killed actors (restart or stop), raising methods and constructors,
+deadlines, Ctrl-C, and a cluster that loses a node."""
+
+from __future__ import annotations
+
+import _thread
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+import rxrl
+from rxrl import ops
+from rxrl.backends.ray import RayTimeoutError, RemoteError
+from tests.backends.test_ray import new_ledger
+
+pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.timeout(120)]
+
+
+class Incarnation:
+    """A worker whose samples say which life of the actor made them and what it had seen."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.life = uuid.uuid4().hex[:8]
+        self.samples = 0
+        self.weights = 0
+        self.hooked = False
+
+    def sample(self) -> tuple[int, str, int, int, bool]:
+        self.samples += 1
+        return self.index, self.life, self.samples - 1, self.weights, self.hooked
+
+    def set_weights(self, w: int) -> None:
+        self.weights = w
+
+
+def mark_restarted(worker: Incarnation) -> None:
+    worker.hooked = True
+
+
+def numbered() -> rxrl.LocalOp[Any, tuple[int, Any]]:
+    """(n, item): the n-th item of the stream, counting from 1."""
+    return ops.scan(lambda acc, item: (acc[0] + 1, item), (0, None))
+
+
+def kill(name: str, *, restart: bool) -> None:
+    (full,) = [n for n in ray.util.list_named_actors() if n.startswith("rxrl:") and n.endswith(name)]
+    ray.kill(ray.get_actor(full), no_restart=not restart)
+
+
+def actors_named(fragment: str) -> list[str]:
+    return [n for n in ray.util.list_named_actors() if n.startswith("rxrl:") and fragment in n]
+
+
+def check_lives(samples: list[tuple[int, str, int, int, bool]]) -> dict[int, list[str]]:
+    """No sample twice, none skipped within a life; return each worker's lives in order."""
+    seqs: dict[tuple[int, str], list[int]] = defaultdict(list)
+    lives: dict[int, list[str]] = defaultdict(list)
+    for index, life, seq, _, _ in samples:
+        seqs[index, life].append(seq)
+        if life not in lives[index]:
+            lives[index].append(life)
+    for got in seqs.values():
+        assert got == list(range(len(got)))
+    return lives
+
+
+@pytest.mark.parametrize("collector", ["gather", "barrier"])
+def test_a_killed_worker_is_restarted_brought_up_to_date_and_the_run_carries_on(collector: str) -> None:
+    name = f"Incarnation{collector}"
+    group = rxrl.indexed_actors(Incarnation, 2, name=name).with_restarts(3, mark_restarted)
+    shards = rxrl.from_actors(group, Incarnation.sample)
+    flat = (shards | ops.gather() if collector == "gather"
+            else shards | ops.barrier() | ops.flat_map(lambda batch: batch))
+    plan = flat | numbered() | ops.broadcast(group, lambda w, n_item: w.set_weights(n_item[0]))
+    out: list[tuple[int, Any]] = []
+    with rxrl.run(plan, "ray", timeout_s=60) as run:
+        for n, sample in run:
+            out.append((n, sample))
+            if n == 6:
+                kill(f"{name}[1]", restart=True)
+            if len({s[1] for _, s in out if s[0] == 1}) == 2 and sum(
+                    1 for _, s in out if s[0] == 1 and s[4]) >= 3:
+                break
+    assert [n for n, _ in out] == list(range(1, len(out) + 1))  # nothing lost or repeated
+    lives = check_lives([s for _, s in out])
+    assert len(lives[0]) == 1 and len(lives[1]) == 2
+    reborn = [(n, s) for n, s in out if s[1] == lives[1][1]]
+    first_n, first = reborn[0]
+    assert first[4], "on_restart did not run"
+    # the latest broadcast was applied again: it knows weights at least as new as the kill
+    assert first[3] >= 6 and first[3] < first_n
+
+
+def test_a_killed_worker_without_restarts_stops_the_run_naming_actor_operator_and_cause() -> None:
+    group = rxrl.indexed_actors(Incarnation, 2, name="Mortal")
+    plan = rxrl.from_actors(group, Incarnation.sample) | ops.gather()
+    with rxrl.run(plan, "ray", timeout_s=60) as run, pytest.raises(rxrl.ActorError) as e:
+        for i, _ in enumerate(run):
+            if i == 3:
+                kill("Mortal[1]", restart=False)
+    message = str(e.value)
+    assert "actor Mortal[1]" in message and "gather(max_in_flight=1) at" in message
+    assert "killed by `ray.kill`" in message and "with_restarts" in message
+    assert not actors_named("Mortal")
+
+
+class Flaky:
+    def __init__(self, fail_at: int) -> None:
+        self.fail_at = fail_at
+        self.calls = 0
+
+    def sample(self) -> int:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise ValueError(f"sample {self.calls} failed")
+        return self.calls
+
+    def train(self, x: int) -> int:
+        if x < 0:
+            raise KeyError(x)
+        return x
+
+
+class Unpicklable(Exception):
+    def __init__(self, a: int, b: int) -> None:
+        super().__init__(f"{a}/{b}")
+
+
+def raise_unpicklable(actor: Flaky, x: int) -> None:
+    raise Unpicklable(x, 2)
+
+
+def test_a_raising_actor_method_stops_the_run_with_the_operator_and_the_remote_traceback() -> None:
+    group = rxrl.actors(Flaky, 2, fail_at=3)
+    plan = rxrl.from_actors(group, Flaky.sample) | ops.barrier()
+    with rxrl.run(plan, "ray") as run:
+        assert [next(run), next(run)] == [[1, 1], [2, 2]]
+        with pytest.raises(rxrl.OperatorError, match=r"from_actors\(Flaky×2, Flaky.sample\)") as e:
+            next(run)
+    cause = e.value.__cause__
+    assert isinstance(cause, ValueError) and str(cause) == "sample 3 failed"
+    assert any("raised in Ray actor Flaky[0]" in note for note in cause.__notes__)
+
+
+def test_a_raising_call_names_the_call_and_keeps_the_cause() -> None:
+    learner = rxrl.actors(Flaky, 1, fail_at=0)
+    plan = rxrl.from_iterable([1, -1]) | ops.call(learner, Flaky.train)
+    with rxrl.run(plan, "ray") as run:
+        assert next(run) == 1
+        with pytest.raises(rxrl.OperatorError, match=r"call\(Flaky×1, Flaky.train\)") as e:
+            next(run)
+    assert isinstance(e.value.__cause__, KeyError)
+
+
+def test_an_exception_that_cannot_be_pickled_arrives_as_a_remote_error() -> None:
+    plan = rxrl.from_iterable([1]) | ops.call(rxrl.actors(Flaky, 1, fail_at=0), raise_unpicklable)
+    with pytest.raises(rxrl.OperatorError) as e:
+        list(rxrl.run(plan, "ray"))
+    assert isinstance(e.value.__cause__, RemoteError)
+    assert "Unpicklable: 1/2" in str(e.value.__cause__)
+
+
+class Broken:
+    def __init__(self, index: int) -> None:
+        if index == 1:
+            raise RuntimeError("no GPU here")
+
+    def sample(self) -> int:
+        return 0
+
+
+def test_a_raising_constructor_fails_the_run_at_start_naming_the_actor() -> None:
+    group = rxrl.indexed_actors(Broken, 3, name="Broken")
+    with pytest.raises(rxrl.ActorError, match=r"creating actor Broken\[1\] \(group built at .*\) "
+                                              r"raised RuntimeError: no GPU here"):
+        rxrl.run(rxrl.from_actors(group, Broken.sample) | ops.gather(), "ray")
+    assert not actors_named("Broken")
+
+
+def test_a_raising_on_restart_hook_stops_the_run() -> None:
+    def bad_hook(worker: Incarnation) -> None:
+        raise OSError("cannot reload")
+
+    group = rxrl.indexed_actors(Incarnation, 1, name="BadHook").with_restarts(2, bad_hook)
+    with rxrl.run(rxrl.from_actors(group, Incarnation.sample) | ops.gather(), "ray",
+                  timeout_s=60) as run:
+        next(run)
+        kill("BadHook[0]", restart=True)
+        with pytest.raises(rxrl.ActorError, match=r"on_restart hook of restarted actor BadHook\[0\]"):
+            list(run)
+
+
+class Stuck:
+    """Its second sample blocks forever (after telling the ledger)."""
+
+    def __init__(self, ledger: Any) -> None:
+        self.ledger = ledger
+        self.calls = 0
+
+    def sample(self) -> int:
+        self.calls += 1
+        if self.calls > 1:
+            ray.get(self.ledger.note.remote("blocked"))
+            threading.Event().wait()
+        return self.calls
+
+
+def test_a_stuck_actor_surfaces_as_a_timeout_naming_operator_and_actor() -> None:
+    ledger = new_ledger()
+    group = rxrl.indexed_actors(lambda i: Stuck(ledger), 1, name="Stuck")
+    with rxrl.run(rxrl.from_actors(group, Stuck.sample) | ops.gather(), "ray", timeout_s=1) as run:
+        assert next(run) == 1
+        with pytest.raises(RayTimeoutError, match=r"gather\(max_in_flight=1\) at .*Stuck\[0\].*timeout_s=1"):
+            next(run)
+    assert not actors_named("Stuck")
+
+
+def test_ctrl_c_stops_a_blocked_run_and_kills_its_actors() -> None:
+    ledger = new_ledger()
+    group = rxrl.indexed_actors(lambda i: Stuck(ledger), 2, name="Interrupted")
+
+    def interrupt_once_blocked() -> None:
+        if ray.get(ledger.wait_for.remote(("blocked",), 30.0)):
+            _thread.interrupt_main()  # what Ctrl-C does
+
+    with pytest.raises(KeyboardInterrupt), rxrl.run(
+            rxrl.from_actors(group, Stuck.sample) | ops.gather(), "ray", timeout_s=60) as run:
+        assert sorted([next(run), next(run)]) == [1, 1]
+        threading.Thread(target=interrupt_once_blocked, daemon=True).start()
+        next(run)  # blocks in ray.wait until Ctrl-C
+    assert not actors_named("Interrupted")
+
+
+CLUSTER_SCRIPT = Path(__file__).with_name("ray_cluster_node_loss.py")
+
+
+@pytest.mark.timeout(180)
+def test_a_cluster_that_loses_a_node_restarts_its_actors_on_a_new_node_or_stops_clearly() -> None:
+    """A 2-node ``ray.cluster_utils.Cluster`` in a subprocess (the session's Ray stays up)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = subprocess.run([sys.executable, str(CLUSTER_SCRIPT)], capture_output=True, text=True,
+                          timeout=170, env=env, cwd=Path(__file__).parents[2], check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["before"] and set(result["before"]) == {result["doomed"]}
+    assert result["restarted_on"] == [result["replacement"]]
+    assert "died while running gather(max_in_flight=1)" in result["stopped"]

@@ -1,10 +1,17 @@
-"""The ``rxrl`` command line: ``rxrl demo`` (more verbs arrive with the RL layer)."""
+"""The ``rxrl`` command line: ``train``, ``show``, ``eval``, ``plot``, ``replay`` and ``demo``.
+
+Bad input gets a one-line error on stderr and exit status 1 (2 for malformed command lines,
+as argparse does); set ``RXRL_DEBUG=1`` to see the traceback of an error instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
+
+from rxrl import cli_tools, cli_train
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -25,11 +32,22 @@ def _demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     """The argument parser and the function behind each sub-command."""
-    parser = argparse.ArgumentParser(prog="rxrl", description=__doc__)
+    parser = argparse.ArgumentParser(prog="rxrl", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
+    cli_train.add_arguments(sub.add_parser(
+        "train", help="train an algorithm (ppo, a2c, a3c) on a gymnasium env",
+        description="Train ALGO on ENV; progress on stderr; metrics.csv, TensorBoard files, "
+                    "checkpoints and summary.json in the run directory."))
+    cli_tools.add_show_arguments(sub.add_parser("show", help="print an algorithm's plan as a graph"))
+    cli_tools.add_eval_arguments(sub.add_parser("eval", help="run a checkpoint's policy greedily"))
+    cli_tools.add_plot_arguments(sub.add_parser("plot", help="plot learning curves of runs"))
+    cli_tools.add_replay_arguments(sub.add_parser(
+        "replay", help="rerun a recorded run (train --trace) on the reference backend"))
     demo = sub.add_parser("demo", help="print and run a tiny sharded plan")
     demo.add_argument("--backend", default="reference", help="reference | rx | ray")
-    return parser, {"demo": _demo}
+    return parser, {"train": cli_train.train, "show": cli_tools.show, "eval": cli_tools.evaluate,
+                    "plot": cli_tools.plot, "replay": cli_tools.replay, "demo": _demo}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,7 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # a one-line error, never a traceback
-        print(f"rxrl {args.command}: error: {e}", file=sys.stderr)
+        if os.environ.get("RXRL_DEBUG"):
+            raise
+        message = " ".join(str(e).split()) or type(e).__name__
+        print(f"rxrl {args.command}: error: {message}", file=sys.stderr)
         return 1
 
 

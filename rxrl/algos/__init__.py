@@ -1,0 +1,63 @@
+"""The algorithms, each a config and a plan: ``ALGORITHMS[name]`` and ``get(name)``.
+
+>>> from rxrl.algos import get
+>>> algo = get("ppo")
+>>> algo.config().env, algo.name
+('CartPole-v1', 'ppo')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from rxrl.algos import a2c, a3c, ppo
+from rxrl.algos.common import Groups, RolloutSettings, Start
+from rxrl.plan import Plan
+from rxrl.rl import Metrics
+
+
+@attrs.frozen
+class Algorithm:
+    """A registry entry: the config class, the plan function and what ``rxrl train`` needs.
+
+    ``plan(config, groups)`` builds the plan on the actors ``groups(config, start)`` made
+    (``plan(config)`` makes them itself). ``default_steps`` is ``rxrl train``'s default
+    budget; ``tuned`` maps env ids to settings that learn faster there.
+    """
+
+    name: str
+    config: type[RolloutSettings]
+    plan: Callable[[Any, Any], Plan[Metrics]]
+    groups: Callable[[Any, Start | None], Groups[Any]]
+    default_steps: int
+    tuned: Mapping[str, Mapping[str, Any]]
+    summary: str
+
+    def build(self, config: RolloutSettings, start: Start | None = None) -> tuple[Plan[Metrics], Groups[Any]]:
+        """The plan and its actors, so that a caller can add operators naming the learner."""
+        actors = self.groups(config, start)
+        return self.plan(config, actors), actors
+
+
+ALGORITHMS: Mapping[str, Algorithm] = {
+    "ppo": Algorithm("ppo", ppo.PPO, ppo.plan, ppo.groups, 100_000, ppo.TUNED,
+                     "proximal policy optimization, synchronous"),
+    "a2c": Algorithm("a2c", a2c.A2C, a2c.plan, a2c.groups, 200_000, a2c.TUNED,
+                     "advantage actor-critic, synchronous"),
+    "a3c": Algorithm("a3c", a3c.A3C, a3c.plan, a3c.groups, 200_000, a3c.TUNED,
+                     "advantage actor-critic, asynchronous gradients"),
+}
+
+
+def get(name: str) -> Algorithm:
+    """The algorithm called ``name``; a ValueError lists the known ones otherwise."""
+    try:
+        return ALGORITHMS[name]
+    except KeyError:
+        raise ValueError(f"unknown algorithm {name!r}; choose one of {sorted(ALGORITHMS)}") from None
+
+
+__all__ = ["ALGORITHMS", "Algorithm", "a2c", "a3c", "get", "ppo"]

@@ -1,0 +1,72 @@
+"""A2C: synchronous advantage actor-critic, one gradient step per batch on the learner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+import rxrl
+from rxrl import ops
+from rxrl.algos.common import (
+    Groups,
+    Progress,
+    RolloutSettings,
+    Start,
+    env_spaces,
+    instance_of,
+    int_at_least,
+    make_groups,
+    set_weights,
+    train_and_get_weights,
+)
+from rxrl.rl import A2CConfig, A2CLearner, Metrics, RolloutWorker, SampleBatch, standardize
+
+#: The learner settings `A2C` starts from (see docs/algorithms.md for how they were chosen).
+LEARNER = A2CConfig(lr=1e-3, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5)
+
+
+@attrs.frozen(kw_only=True)
+class A2C(RolloutSettings):
+    """Advantage actor-critic, synchronous (the rollout settings are in `RolloutSettings`).
+
+    Every round, each worker samples a short fragment with the current weights; rounds
+    are concatenated until ``train_batch_size`` transitions, advantages are standardized,
+    the learner takes one gradient step, and the new weights reach every worker before
+    its next fragment.
+    """
+
+    fragment_length: int = attrs.field(default=16, validator=int_at_least(1))
+    train_batch_size: int = attrs.field(default=256, validator=int_at_least(1))
+    learner: A2CConfig = attrs.field(default=LEARNER, validator=instance_of(A2CConfig))
+
+
+def groups(config: A2C, start: Start | None = None) -> Groups[A2CLearner]:
+    """The plan's actors: ``num_workers`` rollout workers and one `A2CLearner`."""
+    env_spaces(config, "a2c")
+    return make_groups(config, A2CLearner, config.learner, start)
+
+
+def plan(config: A2C, actors: Groups[A2CLearner] | None = None) -> rxrl.Plan[Metrics]:
+    """A2C as a plan: one `Metrics` record per gradient step, forever."""
+    workers, learner = (actors or groups(config)).pair
+    progress = Progress()
+    return (
+        rxrl.from_actors(workers, RolloutWorker.sample)      # Shards[SampleBatch]: a fragment each
+        | ops.barrier()                                     # one round, all sampled with one weights
+        | ops.map(SampleBatch.concat)
+        | ops.window(min_size=config.train_batch_size, combine=SampleBatch.concat)
+        | ops.map(standardize("advantages"))
+        | ops.tap(progress.observe_samples)                 # episodes, env steps (driver side)
+        | ops.call(learner, train_and_get_weights)          # one gradient step + new weights
+        | ops.broadcast(workers, set_weights)               # reaches every worker before it samples
+        | ops.map(progress.observe_trained)                 # Metrics
+    )
+
+
+#: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies
+#: them for that env; ``--set`` overrides them).
+TUNED: Mapping[str, Mapping[str, Any]] = {}
+
+__all__ = ["A2C", "LEARNER", "TUNED", "groups", "plan"]

@@ -1,0 +1,293 @@
+"""What the algorithm plans share: rollout settings, actor factories, and the items they pass.
+
+An algorithm module (``ppo.py``, ``a2c.py``, ``a3c.py``) is its config and its plan; the
+pieces those plans name live here, small and named, so that ``rxrl show`` prints
+``call(PPOLearner×1, train_and_get_weights)`` rather than ``<lambda>``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
+
+import attrs
+import gymnasium as gym
+import numpy as np
+import torch
+
+import rxrl
+from rxrl.actors import ActorGroup, Tagged
+from rxrl.rl import (
+    EnvSpaces,
+    Gradients,
+    Learner,
+    Metrics,
+    MetricsAccumulator,
+    PolicyConfig,
+    RolloutWorker,
+    SampleBatch,
+    TrainMetrics,
+    Weights,
+)
+
+L = TypeVar("L", bound=Learner)
+
+
+# ------------------------------------------------------------------------------- validation
+
+
+def int_at_least(minimum: int) -> Callable[[Any, attrs.Attribute[int], int], None]:
+    """An attrs validator: an int (not a bool) >= ``minimum``; the error names the field."""
+
+    def check(inst: Any, attribute: attrs.Attribute[int], value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{type(inst).__name__}.{attribute.name} must be an integer "
+                             f">= {minimum}, got {value!r}")
+
+    return check
+
+
+def float_in(low: float, high: float) -> Callable[[Any, attrs.Attribute[float], float], None]:
+    """An attrs validator: a number in ``[low, high]``; the error names the field."""
+
+    def check(inst: Any, attribute: attrs.Attribute[float], value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            raise ValueError(f"{type(inst).__name__}.{attribute.name} must be a number in "
+                             f"[{low}, {high}], got {value!r}")
+
+    return check
+
+
+def instance_of(cls: type[Any]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    """An attrs validator: ``isinstance(value, cls)``; the error names the field."""
+
+    def check(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, cls):
+            raise ValueError(f"{type(inst).__name__}.{attribute.name} must be a {cls.__name__}, "
+                             f"got {value!r}")
+
+    return check
+
+
+def _env_id(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be a gymnasium env id, "
+                         f"got {value!r}")
+
+
+def _mapping(inst: Any, attribute: attrs.Attribute[Mapping[str, Any]], value: Any) -> None:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be a mapping with str "
+                         f"keys, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class RolloutSettings:
+    """Settings every algorithm here shares: the env, the rollout workers and the policy.
+
+    ``num_workers`` rollout workers each step ``num_envs_per_worker`` copies of ``env`` and
+    return fragments of ``fragment_length`` steps per copy, with GAE(``gamma``, ``lam``)
+    advantages. Worker ``i`` is seeded with ``(seed, i)``; the learner's initial weights
+    with ``seed``. ``learner_threads`` is the learner process's torch thread count.
+    """
+
+    env: str = attrs.field(default="CartPole-v1", validator=_env_id)
+    env_kwargs: Mapping[str, Any] = attrs.field(factory=dict, validator=_mapping, hash=False)
+    seed: int = attrs.field(default=0, validator=int_at_least(0))
+    num_workers: int = attrs.field(default=2, validator=int_at_least(1))
+    num_envs_per_worker: int = attrs.field(default=8, validator=int_at_least(1))
+    fragment_length: int = attrs.field(default=128, validator=int_at_least(1))
+    gamma: float = attrs.field(default=0.99, validator=float_in(0.0, 1.0))
+    lam: float = attrs.field(default=0.95, validator=float_in(0.0, 1.0))
+    policy: PolicyConfig = attrs.field(factory=PolicyConfig, validator=instance_of(PolicyConfig))
+    learner_threads: int = attrs.field(default=1, validator=int_at_least(1))
+
+    @property
+    def round_size(self) -> int:
+        """Transitions in one round: one fragment from every worker."""
+        return self.num_workers * self.num_envs_per_worker * self.fragment_length
+
+
+# ---------------------------------------------------------------------------- environments
+
+
+def env_spaces(config: RolloutSettings, algorithm: str) -> EnvSpaces:
+    """The env's spaces, checked against what the MLP actor-critic supports.
+
+    Raises ValueError naming the env id (unknown) or the space (unsupported). An id of the
+    form ``module:Env-v0`` imports ``module`` first, as ``gymnasium.make`` does.
+    """
+    module, _, name = config.env.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ValueError(f"cannot import the module of env {config.env!r}: {e}") from e
+    try:
+        gym.spec(name)
+    except gym.error.Error as e:
+        raise ValueError(f"unknown env id {config.env!r}: {e}") from e
+    spaces = EnvSpaces.of(config.env, config.env_kwargs)
+    action, obs = spaces.action, spaces.observation
+    if not (isinstance(action, gym.spaces.Discrete)
+            or (isinstance(action, gym.spaces.Box) and len(action.shape) == 1)):
+        raise ValueError(f"{algorithm} does not support the action space {action} of {config.env}; "
+                         "supported: Discrete and 1-D Box")
+    if not isinstance(obs, gym.spaces.Box | gym.spaces.Discrete):
+        raise ValueError(f"{algorithm} does not support the observation space {obs} of "
+                         f"{config.env}; supported: Box and Discrete")
+    return spaces
+
+
+# ------------------------------------------------------------------------ actors of a plan
+
+
+@attrs.frozen
+class Start:
+    """Where a run starts from: a learner ``state_dict`` (a checkpoint) and a reseed count.
+
+    Resumed workers are seeded with ``(seed, i, reseed)`` so that they do not replay the
+    episodes of the original run; they start from the checkpoint's policy weights.
+    """
+
+    learner_state: Mapping[str, Any]
+    reseed: int = 0
+
+    def weights(self) -> Weights:
+        """The checkpoint's policy weights, as workers' ``set_weights`` takes them."""
+        policy: Mapping[str, torch.Tensor] = self.learner_state["policy"]
+        return {k: t.detach().cpu().numpy().copy() for k, t in policy.items()}
+
+
+@attrs.frozen
+class WorkerFactory:
+    """``index -> RolloutWorker``: picklable, so that a Ray actor can build its worker."""
+
+    settings: RolloutSettings
+    start: Start | None = None
+
+    def __call__(self, index: int) -> RolloutWorker:
+        s = self.settings
+        seed = s.seed
+        if self.start is not None and self.start.reseed:
+            seed = int(np.random.SeedSequence([s.seed, self.start.reseed]).generate_state(1)[0] >> 1)
+        worker = RolloutWorker(s.env, num_envs=s.num_envs_per_worker,
+                               fragment_length=s.fragment_length, seed=seed, worker_index=index,
+                               gamma=s.gamma, lam=s.lam, policy=s.policy, env_kwargs=s.env_kwargs)
+        if self.start is not None:
+            worker.set_weights(self.start.weights())
+        return worker
+
+
+@attrs.frozen
+class LearnerFactory(Generic[L]):
+    """``index -> learner``: builds ``cls(env, config, policy, seed)``, restores ``start``."""
+
+    cls: Callable[..., L]
+    settings: RolloutSettings
+    config: Any
+    start: Start | None = None
+
+    def __call__(self, index: int) -> L:
+        s = self.settings
+        torch.set_num_threads(s.learner_threads)
+        learner = self.cls(s.env, self.config, s.policy, seed=s.seed, env_kwargs=s.env_kwargs)
+        if self.start is not None:
+            learner.load_state_dict(self.start.learner_state)
+        return learner
+
+
+@attrs.frozen
+class Groups(Generic[L]):
+    """The actor groups of one training plan: rollout workers and one learner."""
+
+    workers: ActorGroup[RolloutWorker]
+    learner: ActorGroup[L]
+
+    @property
+    def pair(self) -> tuple[ActorGroup[RolloutWorker], ActorGroup[L]]:
+        """``workers, learner = groups.pair``."""
+        return self.workers, self.learner
+
+
+def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config: Any,
+                start: Start | None = None) -> Groups[L]:
+    """Rollout workers and a learner for ``settings``, both starting from ``start`` if given."""
+    name = str(getattr(cls, "__name__", "Learner"))
+    workers = rxrl.indexed_actors(WorkerFactory(settings, start), settings.num_workers,
+                                  name="RolloutWorker")
+    learner = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start), 1, name=name)
+    return Groups(workers, learner)
+
+
+# ------------------------------------------------------------------ items and plan functions
+
+
+@attrs.frozen(eq=False)
+class Trained:
+    """A learner's report after an update, with the weights to send to the workers."""
+
+    metrics: TrainMetrics
+    weights: Weights
+
+
+class TrainsOnBatches(Protocol):
+    """A learner that trains on whole batches (``PPOLearner``, ``A2CLearner``)."""
+
+    def train(self, batch: SampleBatch) -> TrainMetrics:
+        """Update on ``batch``."""
+        ...
+
+    def get_weights(self) -> Weights:
+        """The current policy weights."""
+        ...
+
+
+def train_and_get_weights(learner: TrainsOnBatches, batch: SampleBatch) -> Trained:
+    """Train on ``batch``; return the report and the new weights in one reply."""
+    return Trained(learner.train(batch), learner.get_weights())
+
+
+def set_weights(worker: RolloutWorker, trained: Trained) -> None:
+    """Load the learner's new weights into ``worker``."""
+    # a writable copy: weights that arrive through Ray's object store are read-only views
+    worker.set_weights({k: np.array(v) for k, v in trained.weights.items()})
+
+
+@attrs.frozen(eq=False)
+class WorkerGradients:
+    """What an A3C worker sends: its gradients and its fragment's episodes, without rows."""
+
+    gradients: Gradients
+    episodes: SampleBatch
+
+    @staticmethod
+    def of(gradients: Gradients, batch: SampleBatch) -> WorkerGradients:
+        """Keep ``batch``'s episode statistics and env steps, drop its (large) rows."""
+        episodes = attrs.evolve(batch.slice(0, 0), episode_returns=batch.episode_returns,
+                                episode_lengths=batch.episode_lengths, env_steps=batch.env_steps)
+        return WorkerGradients(gradients, episodes)
+
+
+class Progress(MetricsAccumulator):
+    """The driver-side ``MetricsAccumulator`` of a plan, with adapters for its item types.
+
+    One per plan built: running the same plan object twice continues its counts.
+    """
+
+    def observe_trained(self, trained: Trained) -> Metrics:
+        """Close an iteration with a learner report."""
+        return self.observe_train(trained.metrics)
+
+    def observe_gradients(self, item: Tagged[WorkerGradients]) -> Tagged[WorkerGradients]:
+        """Record the episodes and env steps behind an A3C worker's gradients."""
+        self.observe_samples(item.value.episodes)
+        return item
+
+
+__all__ = [
+    "Groups", "LearnerFactory", "Progress", "RolloutSettings", "Start", "Trained",
+    "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "float_in",
+    "instance_of", "int_at_least", "make_groups", "set_weights", "train_and_get_weights",
+]

@@ -12,13 +12,11 @@ Run alone: ``python bench/cleanrl_ppo.py --budget-steps 50000 --seed 0``.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import math
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, cast
 
 import attrs
@@ -86,7 +84,9 @@ def run(m: s.Matched, seed: int, budget_steps: int) -> s.RunRecord:
     envs = gym.vector.SyncVectorEnv([lambda: gym.make(m.env) for _ in range(m.num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     obs_dim = int(np.prod(envs.single_observation_space.shape or (1,)))
-    n_actions = int(envs.single_action_space.n)  # type: ignore[attr-defined]
+    action_space = envs.single_action_space
+    assert isinstance(action_space, gym.spaces.Discrete), "a categorical policy needs discrete actions"
+    n_actions = int(action_space.n)
     agent = Agent(obs_dim, n_actions, m.hidden)
     optimizer = torch.optim.Adam(agent.parameters(), lr=m.lr, eps=1e-5)
     next_obs = torch.as_tensor(envs.reset(seed=seed)[0], dtype=torch.float32)
@@ -179,18 +179,7 @@ def _update(m: s.Matched, agent: Agent, optimizer: torch.optim.Optimizer, obs: t
 
 def main(argv: list[str]) -> None:
     """Run once and print the summary line (and write JSON with ``--out``)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget-steps", type=int, default=100_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
-    record = run(s.Matched(), args.seed, args.budget_steps)
-    hit = record.first_at()
-    print(f"cleanrl: {record.env_steps_sampled} steps in {record.train_s:.1f} s "
-          f"({record.env_steps_sampled / record.train_s:,.0f}/s), learner {record.learner_s:.1f} s, "
-          f"475 at {'-' if hit is None else f'{hit.time_s:.1f} s / {hit.env_steps_sampled} steps'}")
-    if args.out:
-        record.write(args.out)
+    s.runner_main(argv, __doc__ or "", lambda args, m: run(m, args.seed, args.budget_steps))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ Run alone: ``python bench/handwritten_ray_ppo.py --budget-steps 50000 --seed 0``
 
 from __future__ import annotations
 
-import argparse
 import collections
 import math
 import os
@@ -20,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 import ppo_settings as s
@@ -33,6 +33,7 @@ from rxrl.rl import (
     SampleBatch,
     TrainMetrics,
     Weights,
+    standardize,
 )
 
 
@@ -43,6 +44,8 @@ def rxrl_configs(m: s.Matched) -> tuple[PPOConfig, PolicyConfig]:
                     normalize_advantages=True)
     return ppo, PolicyConfig(hidden_sizes=m.hidden, activation="tanh" if m.activation == "tanh" else "relu")
 
+
+_standardize = standardize("advantages")
 
 #: what the learner sends the driver each iteration: its report, the returns of the
 #: episodes that ended in the batch, and the env steps sampled for it
@@ -60,8 +63,9 @@ class BatchLearner:
         self.learner = PPOLearner(m.env, ppo, policy, seed=seed)
 
     def train(self, *fragments: SampleBatch) -> tuple[Summary, Weights]:
-        """Concatenate the fragments, run PPO's epochs, and return (summary, new weights)."""
-        batch = SampleBatch.concat(list(fragments))
+        """Concatenate the fragments, standardize advantages over the batch (as rxrl's plan
+        does), run PPO's epochs, and return (summary, new weights)."""
+        batch = _standardize(SampleBatch.concat(list(fragments)))
         report = self.learner.train(batch)
         return (report, batch.episode_returns, batch.env_steps), self.learner.get_weights()
 
@@ -74,9 +78,13 @@ def ray_init() -> None:
     ray.init(**s.RAY_INIT)
 
 
-def run(m: s.Matched, seed: int, budget_steps: int) -> s.RunRecord:
-    """Train until `budget_steps` env steps were sampled; return the record of the run."""
-    record = s.RunRecord("handwritten", seed, budget_steps, _settings(m),
+def run(m: s.Matched, seed: int, budget_steps: int, timeline: Path | None = None) -> s.RunRecord:
+    """Train until `budget_steps` env steps were sampled; return the record of the run.
+
+    With `timeline`, Ray's task timeline (Chrome trace JSON) is written there before Ray
+    shuts down (bench/ray_breakdown.py reads it).
+    """
+    record = s.RunRecord("handwritten", seed, budget_steps, attrs.asdict(m),
                          versions=s.versions(["ray", "torch", "gymnasium", "numpy"]))
     ray_init()
     try:
@@ -94,6 +102,8 @@ def run(m: s.Matched, seed: int, budget_steps: int) -> s.RunRecord:
         ray.get(learner.__ray_ready__.remote())
         record.setup_s = s.since_start()
         _train(workers, learner, record, budget_steps)
+        if timeline is not None:
+            ray.timeline(filename=str(timeline))
     finally:
         ray.shutdown()
     return record
@@ -109,8 +119,9 @@ def _train(workers: list[Any], learner: Any, record: s.RunRecord, budget_steps: 
             for w in workers:
                 w.set_weights.remote(weights)
         fragments = [w.sample.remote() for w in workers]
-        ready, _ = ray.wait(fragments, num_returns=len(fragments))  # the barrier
-        summary_ref, weights = learner.train.options(num_returns=2).remote(*ready)
+        ray.wait(fragments, num_returns=len(fragments))  # the barrier: every worker has answered
+        # the refs go to the learner; the fragments never visit the driver
+        summary_ref, weights = learner.train.options(num_returns=2).remote(*fragments)
         report, episode_returns, env_steps = ray.get(summary_ref)
         returns.extend(episode_returns.tolist())
         sampled += env_steps
@@ -120,26 +131,9 @@ def _train(workers: list[Any], learner: Any, record: s.RunRecord, budget_steps: 
         record.add(time.perf_counter() - start, sampled, trained, mean)
 
 
-def _settings(m: s.Matched) -> dict[str, Any]:
-    import attrs
-
-    return attrs.asdict(m)
-
-
 def main(argv: list[str]) -> None:
     """Run once and print the summary line (and write JSON with ``--out``)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget-steps", type=int, default=100_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
-    record = run(s.Matched(), args.seed, args.budget_steps)
-    hit = record.first_at()
-    print(f"handwritten: {record.env_steps_sampled} steps in {record.train_s:.1f} s "
-          f"({record.env_steps_sampled / record.train_s:,.0f}/s), learner {record.learner_s:.1f} s, "
-          f"475 at {'-' if hit is None else f'{hit.time_s:.1f} s / {hit.env_steps_sampled} steps'}")
-    if args.out:
-        record.write(args.out)
+    s.runner_main(argv, __doc__ or "", lambda args, m: run(m, args.seed, args.budget_steps))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ maps. A run writes one `RunRecord` as JSON; `ppo_cartpole.py` reads them back.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib
 import json
@@ -15,7 +16,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,10 @@ class RunRecord:
     curve: list[Point] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     versions: dict[str, str] = attrs.Factory(dict)
+    # filled in by ppo_cartpole.py, which watches the run's process tree
+    peak_rss_mb: float = math.nan  # sum of RSS over the tree (counts shared pages repeatedly)
+    peak_pss_mb: float = math.nan  # sum of PSS (shared pages split): the honest total
+    processes: int = 0  # most processes in the tree at once
 
     def add(self, time_s: float, sampled: int, trained: int, return_mean: float) -> None:
         """Append an iteration and keep the totals up to date."""
@@ -103,6 +108,9 @@ class RunRecord:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (NaN returns become null)."""
         out = attrs.asdict(self)
+        for key in ("peak_rss_mb", "peak_pss_mb"):
+            if math.isnan(out[key]):
+                out[key] = None
         for point in out["curve"]:
             if math.isnan(point["return_mean"]):
                 point["return_mean"] = None
@@ -115,6 +123,8 @@ class RunRecord:
         curve = [Point(p["time_s"], p["env_steps_sampled"], p["env_steps_trained"],
                        math.nan if p["return_mean"] is None else p["return_mean"]) for p in data["curve"]]
         fields["curve"] = curve
+        for key in ("peak_rss_mb", "peak_pss_mb"):
+            fields[key] = math.nan if fields.get(key) is None else fields[key]
         return RunRecord(**fields)
 
     def write(self, path: Path) -> None:
@@ -162,3 +172,41 @@ RAY_INIT: dict[str, Any] = {
     "log_to_driver": False,
     "configure_logging": False,
 }
+
+
+def override(m: Matched, assignments: Iterable[str]) -> Matched:
+    """`m` with ``name=value`` assignments applied (values parsed as the field's type)."""
+    changes: dict[str, Any] = {}
+    for assignment in assignments:
+        name, sep, text = assignment.partition("=")
+        current = getattr(m, name, None) if sep else None
+        if current is None:
+            raise SystemExit(f"--set {assignment!r}: expected name=value with name one of "
+                             f"{[f.name for f in attrs.fields(Matched)]}")
+        if isinstance(current, tuple):
+            changes[name] = tuple(int(x) for x in text.split(","))
+        else:
+            changes[name] = type(current)(text)
+    return attrs.evolve(m, **changes)
+
+
+def runner_main(argv: list[str], doc: str, run: Callable[[argparse.Namespace, Matched], RunRecord],
+                add_arguments: Callable[[argparse.ArgumentParser], object] | None = None) -> None:
+    """The command line of one system's runner: run once, print a line, write JSON with --out."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--budget-steps", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a matched setting, e.g. --set lr=1e-3")
+    parser.add_argument("--out", type=Path, help="write the run's JSON record here")
+    if add_arguments is not None:
+        add_arguments(parser)
+    args = parser.parse_args(argv)
+    record = run(args, override(Matched(), args.set))
+    hit = record.first_at()
+    rate = record.env_steps_sampled / record.train_s if record.train_s else math.nan
+    print(f"{record.system}: {record.env_steps_sampled} steps in {record.train_s:.1f} s ({rate:,.0f}/s), "
+          f"learner {record.learner_s:.1f} s, setup {record.setup_s:.1f} s, 475 at "
+          f"{'-' if hit is None else f'{hit.time_s:.1f} s / {hit.env_steps_sampled} steps'}", flush=True)
+    if args.out:
+        record.write(args.out)

@@ -1,0 +1,117 @@
+"""RLlib 2.60's PPO (new API stack) with the matched settings, or with RLlib's own tuned example.
+
+`matched`: 2 env runners x 8 envs (gymnasium's native vector CartPole, as rxrl uses),
+fragments of 64, train batch 1024, 4 epochs of minibatch 256, lr 1e-3, no KL penalty, no
+value clipping (`vf_clip_param=inf`), `vf_loss_coeff = vf_coef / 2` (RLlib weights the plain
+MSE), grad clip 0.5 by global norm, 64x64 tanh with separate value trunk, mean return over
+the last 100 episodes. `tuned`: RLlib's tuned example for CartPole (rllib/tuned_examples/
+ppo/cartpole_ppo.py: lr 3e-4, 6 epochs, vf_loss_coeff 0.01, one 32-unit linear layer
+shared with the value head) on top of PPOConfig's defaults (2 env runners, batch 4000,
+minibatch 128).
+
+Run alone: ``python bench/peer_rllib.py --budget-steps 20000 --seed 0 [--tuned]``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any
+
+import attrs
+import ppo_settings as s
+
+
+def config(m: s.Matched, seed: int, tuned: bool) -> Any:
+    """RLlib's `PPOConfig` for the matched settings or for its tuned CartPole example."""
+    ppo: Any = s.optional("ray.rllib.algorithms.ppo")
+    model: Any = s.optional("ray.rllib.core.rl_module.default_model_config")
+    cfg = ppo.PPOConfig().environment(m.env).framework("torch").debugging(seed=seed)
+    cfg = cfg.reporting(metrics_num_episodes_for_smoothing=100)
+    if tuned:
+        return cfg.training(lr=0.0003, num_epochs=6, vf_loss_coeff=0.01).rl_module(
+            model_config=model.DefaultModelConfig(fcnet_hiddens=[32], fcnet_activation="linear",
+                                                  vf_share_layers=True))
+    cfg = cfg.env_runners(num_env_runners=m.num_workers, num_envs_per_env_runner=m.envs_per_worker,
+                          rollout_fragment_length=m.fragment_length,
+                          gym_env_vectorize_mode="vector_entry_point")
+    cfg = cfg.training(
+        lr=m.lr, gamma=m.gamma, lambda_=m.lam, clip_param=m.clip_coef, vf_clip_param=math.inf,
+        vf_loss_coeff=m.vf_coef / 2, entropy_coeff=m.ent_coef, grad_clip=m.max_grad_norm,
+        grad_clip_by="global_norm", num_epochs=m.num_epochs, minibatch_size=m.minibatch_size,
+        train_batch_size_per_learner=m.train_batch, use_kl_loss=False,
+    )
+    return cfg.rl_module(model_config=model.DefaultModelConfig(
+        fcnet_hiddens=list(m.hidden), fcnet_activation=m.activation, vf_share_layers=False))
+
+
+def run(m: s.Matched, seed: int, budget_steps: int, tuned: bool = False) -> s.RunRecord:
+    """Train until `budget_steps` env steps were sampled; return the record of the run."""
+    import ray
+
+    name = "rllib-tuned" if tuned else "rllib"
+    settings = {"rllib_tuned_example": True} if tuned else attrs.asdict(m)
+    record = s.RunRecord(name, seed, budget_steps, settings,
+                         versions=s.versions(["ray", "torch", "gymnasium", "numpy"]))
+    s.clean_ray_env()
+    ray.init(**s.RAY_INIT)
+    try:
+        algo = config(m, seed, tuned).build_algo()
+        learner_time = _time_learner_updates(algo)
+        record.setup_s = s.since_start()
+        start = time.perf_counter()
+        sampled = 0
+        while sampled < budget_steps:
+            result = algo.train()
+            sampled = int(_get(result, "env_runners", "num_env_steps_sampled_lifetime"))
+            # PPO trains on everything it samples (RLlib's own "trained" counter counts each
+            # epoch's passes)
+            ret = _get(result, "env_runners", "episode_return_mean", default=math.nan)
+            record.learner_s = learner_time[0]
+            record.add(time.perf_counter() - start, sampled, sampled, float(ret))
+        algo.stop()
+    finally:
+        ray.shutdown()
+    return record
+
+
+def _time_learner_updates(algo: Any) -> list[float]:
+    """Accumulate the time spent in `algo.learner_group.update` (SGD and RLlib's learner
+    connectors, GAE included) into the returned one-element list.
+
+    RLlib's own `timers/learner_update_timer` is an exponential moving average, not a sum.
+    """
+    total = [0.0]
+    update = algo.learner_group.update
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return update(*args, **kwargs)
+        finally:
+            total[0] += time.perf_counter() - began
+
+    algo.learner_group.update = timed
+    return total
+
+
+def _get(result: dict[str, Any], *keys: str, default: Any = None) -> Any:
+    node: Any = result
+    for key in keys:
+        if not isinstance(node, dict) or key not in node:
+            if default is not None:
+                return default
+            raise KeyError(f"RLlib result has no {'/'.join(keys)}; top-level keys: {sorted(result)}")
+        node = node[key]
+    return node
+
+
+def main(argv: list[str]) -> None:
+    """Run once and print the summary line (and write JSON with ``--out``)."""
+    s.runner_main(argv, __doc__ or "", lambda args, m: run(m, args.seed, args.budget_steps, args.tuned),
+                  lambda p: p.add_argument("--tuned", action="store_true"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,161 @@
+"""Where an iteration of distributed PPO goes: rxrl on Ray against the hand-written Ray loop.
+
+Runs both (alternating, `--repeats` times each), dumps Ray's task timeline for every run,
+and splits the mean iteration into what ran on the critical path — sampling on the slowest
+worker (itself split into env step / policy forward / the rest by an in-process profile of
+`RolloutWorker.sample`), SGD on the learner, loading weights on the slowest worker — plus
+Ray's (de)serialization of task arguments and results, and the remainder: coordination
+(driver work, scheduling, messages, waiting).
+
+    python bench/ray_breakdown.py --budget-steps 30000 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import attrs
+import handwritten_ray_ppo
+import ppo_settings as s
+import rxrl_ppo
+
+from rxrl.rl import RolloutWorker
+
+#: per system: (role, task name) -> phase; roles come from the actor's constructor name
+PHASES = {
+    "handwritten": {("worker", "sample"): "sample", ("worker", "set_weights"): "set_weights",
+                    ("learner", "train"): "sgd"},
+    "rxrl": {("worker", "pull"): "sample", ("worker", "apply"): "set_weights", ("learner", "apply"): "sgd"},
+}
+
+
+@attrs.frozen
+class Breakdown:
+    """Mean milliseconds per iteration."""
+
+    system: str
+    iterations: int
+    wall: float
+    sample: float  # the slower worker's sample call
+    set_weights: float  # the slower worker's set_weights call
+    sgd: float  # the learner's train call
+    serialization: float  # Ray (de)serializing task arguments and results, all actors
+    coordination: float  # wall - sample - set_weights - sgd
+
+
+def roles(events: list[dict[str, Any]]) -> dict[str, str]:
+    """Worker process id -> "worker" / "learner", from the name of its constructor task."""
+    out: dict[str, str] = {}
+    for e in events:
+        cat = str(e.get("cat", ""))
+        if cat.startswith("task::") and cat.endswith("__init__"):
+            out[e["tid"]] = "learner" if "Learner" in cat else "worker"
+    return out
+
+
+def breakdown(system: str, record: s.RunRecord, events: list[dict[str, Any]]) -> Breakdown:
+    """Split the mean iteration of one run (see the module docstring)."""
+    role_of = roles(events)
+    phases = PHASES[system]
+    spans: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # phase -> tid -> ms
+    serialization = 0.0
+    for e in events:
+        role = role_of.get(e["tid"])
+        cat = str(e.get("cat", ""))
+        if role is None:
+            continue
+        if cat in ("task:deserialize_arguments", "task:store_outputs"):
+            serialization += e["dur"] / 1e3
+        elif cat.startswith("task::"):
+            phase = phases.get((role, e["name"]))
+            if phase is not None:
+                spans[phase][e["tid"]].append(e["dur"] / 1e3)
+    n = len(record.curve)
+
+    def critical(phase: str) -> float:
+        """Sum over iterations of the slowest actor's k-th call (the calls line up by order)."""
+        per_actor = list(spans[phase].values())
+        if not per_actor:
+            return 0.0
+        rounds = min(len(v) for v in per_actor)
+        return sum(max(v[k] for v in per_actor) for k in range(rounds)) / max(rounds, 1)
+
+    wall = record.train_s * 1e3 / n
+    sample, set_weights, sgd = critical("sample"), critical("set_weights"), critical("sgd")
+    return Breakdown(system, n, wall, sample, set_weights, sgd, serialization / n,
+                     wall - sample - set_weights - sgd)
+
+
+def sample_split(m: s.Matched, calls: int = 60) -> dict[str, float]:
+    """Shares of `RolloutWorker.sample` time: env step, policy forward, the rest (batching, GAE)."""
+    worker = RolloutWorker(m.env, num_envs=m.envs_per_worker, fragment_length=m.fragment_length, seed=0,
+                           gamma=m.gamma, lam=m.lam, torch_threads=1)
+    worker.sample()
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(calls):
+        worker.sample()
+    profile.disable()
+    # {(file, line, name): (cc, nc, tottime, cumtime, callers)}; untyped in typeshed
+    stats: dict[tuple[str, int, str], Any] = vars(pstats.Stats(profile))["stats"]
+    total = float(sum(v[3] for k, v in stats.items() if k[2] == "sample" and k[0].endswith("worker.py")))
+
+    def cum(file_end: str, name: str) -> float:
+        return float(sum(v[3] for k, v in stats.items() if k[0].endswith(file_end) and k[2] == name))
+
+    env = cum("cartpole.py", "step")
+    policy = cum("policy.py", "act") + cum("policy.py", "value")
+    return {"env step": env / total, "policy forward": policy / total,
+            "batching, GAE, bookkeeping": 1.0 - (env + policy) / total}
+
+
+def main(argv: list[str]) -> None:
+    """Run both systems alternately and print the mean breakdown of each."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget-steps", type=int, default=30_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--out", type=Path, help="write the breakdowns as JSON here")
+    args = parser.parse_args(argv)
+    m = s.override(s.Matched(), args.set)
+    results: dict[str, list[Breakdown]] = defaultdict(list)
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(args.repeats):
+            for system in (["rxrl", "handwritten"] if k % 2 == 0 else ["handwritten", "rxrl"]):
+                path = Path(tmp) / f"{system}-{k}.json"
+                if system == "rxrl":
+                    record = rxrl_ppo.run(m, k, args.budget_steps, timeline=path)
+                else:
+                    record = handwritten_ray_ppo.run(m, k, args.budget_steps, timeline=path)
+                b = breakdown(system, record, json.loads(path.read_text()))
+                results[system].append(b)
+                print(f"{system} run {k}: " + ", ".join(
+                    f"{f.name} {getattr(b, f.name):.1f}" for f in attrs.fields(Breakdown)[2:]) + " ms/iter",
+                    flush=True)
+    split = sample_split(m)
+    names = [f.name for f in attrs.fields(Breakdown)[2:]]
+    print("\nmedian ms per iteration (" + ", ".join(f"{k} {v:.0%}" for k, v in split.items())
+          + " of sample, in-process profile)")
+    print("| phase | " + " | ".join(results) + " |")
+    print("|---|" + "---:|" * len(results))
+    medians = {system: {n: statistics.median(getattr(b, n) for b in bs) for n in names}
+               for system, bs in results.items()}
+    for n in names:
+        print(f"| {n} | " + " | ".join(f"{medians[system][n]:.1f}" for system in results) + " |")
+    if args.out:
+        runs = {k: [attrs.asdict(b) for b in v] for k, v in results.items()}
+        args.out.write_text(json.dumps({"sample_split": split, "median_ms_per_iteration": medians,
+                                        "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,77 @@
+"""rxrl's PPO plan (`rxrl.algos.ppo`) with the matched settings, on the Ray backend (or another).
+
+The plan is exactly `rxrl.algos.ppo.plan`; only its config comes from `Matched`. Ray is
+started here with the same arguments as the hand-written loop's, before `rxrl.run` (which
+then reuses it), so both pay the same start-up; `rxrl.run` returns once the plan's actors
+are constructed, which is where training time starts.
+
+Run alone: ``python bench/rxrl_ppo.py --budget-steps 50000 --seed 0 [--backend ray|rx|reference]``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import attrs
+import ppo_settings as s
+import ray
+
+import rxrl
+from rxrl.algos import ppo
+from rxrl.rl import PolicyConfig, PPOConfig
+
+
+def config(m: s.Matched, seed: int) -> ppo.PPO:
+    """The matched settings as rxrl's `PPO` config."""
+    return ppo.PPO(
+        env=m.env, seed=seed, num_workers=m.num_workers, num_envs_per_worker=m.envs_per_worker,
+        fragment_length=m.fragment_length, train_batch_size=m.train_batch, gamma=m.gamma, lam=m.lam,
+        policy=PolicyConfig(hidden_sizes=m.hidden, activation="tanh" if m.activation == "tanh" else "relu"),
+        learner=PPOConfig(lr=m.lr, num_epochs=m.num_epochs, minibatch_size=m.minibatch_size,
+                          clip_coef=m.clip_coef, clip_vloss=False, vf_coef=m.vf_coef, ent_coef=m.ent_coef,
+                          max_grad_norm=m.max_grad_norm, normalize_advantages=True),
+    )
+
+
+def run(m: s.Matched, seed: int, budget_steps: int, backend: str = "ray",
+        timeline: Path | None = None) -> s.RunRecord:
+    """Train until `budget_steps` env steps were sampled; return the record of the run.
+
+    With `timeline`, Ray's task timeline (Chrome trace JSON) is written there before Ray
+    shuts down (bench/ray_breakdown.py reads it).
+    """
+    name = "rxrl" if backend == "ray" else f"rxrl-{backend}"
+    record = s.RunRecord(name, seed, budget_steps, attrs.asdict(m),
+                         versions=s.versions(["rxrl", "ray", "torch", "gymnasium", "numpy", "reactivex"]))
+    if backend == "ray":
+        s.clean_ray_env()
+        ray.init(**s.RAY_INIT)
+    try:
+        with rxrl.run(ppo.plan(config(m, seed)), backend=backend) as running:
+            record.setup_s = s.since_start()
+            start = time.perf_counter()
+            for metrics in running:
+                if metrics.train is not None:
+                    record.learner_s += metrics.train.learner_time_s
+                record.add(time.perf_counter() - start, metrics.env_steps_sampled, metrics.env_steps_trained,
+                           metrics.episode_return_mean)
+                if metrics.env_steps_sampled >= budget_steps:
+                    break
+    finally:
+        if ray.is_initialized():
+            if timeline is not None:
+                ray.timeline(filename=str(timeline))
+            ray.shutdown()
+    return record
+
+
+def main(argv: list[str]) -> None:
+    """Run once and print the summary line (and write JSON with ``--out``)."""
+    s.runner_main(argv, __doc__ or "", lambda args, m: run(m, args.seed, args.budget_steps, args.backend),
+                  lambda p: p.add_argument("--backend", default="ray", choices=["ray", "rx", "reference"]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -129,9 +130,12 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if not file.is_file():
         raise ValueError(f"no checkpoint at {path} (expected a {CHECKPOINT} file or a run directory)")
     try:
-        doc: Any = torch.load(file, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about pickle protocols before failing
+            warnings.simplefilter("ignore")
+            doc: Any = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise ValueError(f"corrupt checkpoint {file}: {_one_line(e)}") from e
+        raise ValueError(f"corrupt checkpoint {file}: not a readable torch file "
+                         f"({type(e).__name__})") from e
     try:
         if not isinstance(doc, dict) or doc.get("format") != CHECKPOINT_FORMAT:
             raise ValueError("not an rxrl checkpoint")

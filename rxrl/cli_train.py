@@ -35,6 +35,9 @@ from rxrl.cli_run import (
 from rxrl.rl import Metrics
 
 BACKENDS = ("ray", "rx", "reference")
+#: metrics columns written as integers
+COUNTS = frozenset({"iteration", "env_steps_sampled", "env_steps_trained", "episodes",
+                    "train/env_steps_trained", "train/num_updates"})
 #: ``ray.init`` options for the local Ray that ``rxrl train`` starts: no dashboard, no log noise
 RAY_INIT = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
 
@@ -128,7 +131,7 @@ class Logger:
                                        restval="")
             if not self._append:
                 self._csv.writeheader()
-        self._csv.writerow(row)
+        self._csv.writerow({k: int(v) if k in COUNTS else v for k, v in row.items()})
         for key, value in row.items():
             if key not in ("iteration", "env_steps_sampled") and math.isfinite(value):
                 self._tb.add_scalar(key, value, global_step=m.env_steps_sampled)

@@ -51,7 +51,7 @@ def from_dict(cls: type[C], data: Mapping[str, Any], path: str = "") -> C:
     that name the field.
     """
     if not isinstance(data, Mapping):
-        raise ValueError(f"{path or cls.__name__} must be a mapping, got {data!r}")
+        raise ValueError(f"{path.rstrip('.') or cls.__name__} must be a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in attrs.fields(typing.cast(Any, cls)) if f.init}
     unknown = sorted(set(data) - names)
@@ -64,14 +64,18 @@ def from_dict(cls: type[C], data: Mapping[str, Any], path: str = "") -> C:
         raise ValueError(f"{path.rstrip('.')}: {e}" if path else str(e)) from None
 
 
-def paths(cls: type[Any], prefix: str = "") -> list[str]:
-    """Every settable leaf of a config class as a dotted path, in field order."""
+def paths(cls: type[Any], prefix: str = "", groups: bool = False) -> list[str]:
+    """Every settable leaf of a config class as a dotted path, in field order.
+
+    With ``groups`` the nested configs themselves (``learner``) are listed too.
+    """
     out: list[str] = []
     hints = typing.get_type_hints(cls)
     for field in attrs.fields(cls):
         kind = hints[field.name]
         if isinstance(kind, type) and attrs.has(kind):
-            out += paths(kind, f"{prefix}{field.name}.")
+            out += [prefix + field.name] if groups else []
+            out += paths(kind, f"{prefix}{field.name}.", groups)
         else:
             out.append(prefix + field.name)
     return out
@@ -79,9 +83,9 @@ def paths(cls: type[Any], prefix: str = "") -> list[str]:
 
 def resolve(cls: type[Any], key: str) -> str:
     """The full dotted path ``key`` names: itself, or the one path ending in ``.key``."""
-    known = paths(cls)
-    if key in known:
+    if key in paths(cls, groups=True):
         return key
+    known = paths(cls)
     matches = [p for p in known if p.rpartition(".")[2] == key]
     if len(matches) == 1:
         return matches[0]

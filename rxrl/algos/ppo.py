@@ -25,7 +25,7 @@ from rxrl.rl import Metrics, PPOConfig, PPOLearner, RolloutWorker, SampleBatch, 
 
 #: The learner settings `PPO` starts from (CleanRL's PPO with a larger step size and no
 #: entropy bonus, which learns CartPole in well under 100k steps; see docs/algorithms.md).
-LEARNER = PPOConfig(lr=2e-3, num_epochs=10, minibatch_size=256, ent_coef=0.0)
+LEARNER = PPOConfig(lr=2e-3, num_epochs=10, minibatch_size=256, ent_coef=0.0, clip_vloss=False)
 
 
 @attrs.frozen(kw_only=True)

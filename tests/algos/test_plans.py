@@ -1,0 +1,84 @@
+"""The algorithm plans: their printed shapes, the registry, and env checks before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+import rxrl
+from rxrl.algos import ALGORITHMS, a2c, a3c, get, ppo
+from rxrl.algos.common import env_spaces
+
+PPO_SHAPE = """\
+from_actors(RolloutWorker×2, RolloutWorker.sample)  [×2 shards]
+| barrier()
+| map(SampleBatch.concat)
+| window(min_size=256, size=len, combine=SampleBatch.concat)
+| map(standardize_advantages)
+| tap(MetricsAccumulator.observe_samples)
+| call(PPOLearner×1, train_and_get_weights)
+| broadcast(RolloutWorker×2, set_weights)
+| map(Progress.observe_trained)"""
+
+A3C_SHAPE = """\
+from_actors(RolloutWorker×3, sample_and_compute_gradients)  [×3 shards]
+| gather(max_in_flight=2, tagged=True)
+| map(Progress.observe_gradients)
+| call(A2CLearner×1, apply_gradients)
+| call(RolloutWorker×3, set_weights_of_sender)
+| map(MetricsAccumulator.observe_train)"""
+
+
+def test_ppo_is_barrier_window_standardize_train_broadcast() -> None:
+    config = ppo.PPO(train_batch_size=256)
+    assert rxrl.show(ppo.plan(config)) == PPO_SHAPE
+
+
+def test_a2c_has_the_same_synchronous_shape_with_its_own_learner() -> None:
+    shape = rxrl.show(a2c.plan(a2c.A2C(train_batch_size=256)))
+    assert shape == PPO_SHAPE.replace("PPOLearner", "A2CLearner")
+
+
+def test_a3c_gathers_gradients_and_replies_only_to_the_sender() -> None:
+    shape = rxrl.show(a3c.plan(a3c.A3C(num_workers=3, max_in_flight=2)))
+    assert shape == A3C_SHAPE
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_plan_fits_on_a_screen_in_every_format(name: str) -> None:
+    algo = get(name)
+    plan = algo.plan(algo.config(), None)
+    assert len(rxrl.show(plan).splitlines()) <= 12
+    dot = rxrl.show(plan, "dot")
+    assert dot.startswith("digraph plan {") and "->" in dot
+    assert rxrl.show(plan, "mermaid").startswith("flowchart TD")
+
+
+def test_the_registry_names_each_algorithm_with_its_config_and_plan() -> None:
+    assert sorted(ALGORITHMS) == ["a2c", "a3c", "ppo"]
+    assert get("ppo").config is ppo.PPO and get("ppo").plan is ppo.plan
+    assert get("a3c").config is a3c.A3C and get("a2c").plan is a2c.plan
+    with pytest.raises(ValueError, match=r"unknown algorithm 'dqn'; choose one of \['a2c', 'a3c', 'ppo'\]"):
+        get("dqn")
+
+
+def test_building_a_plan_checks_the_env_id() -> None:
+    with pytest.raises(ValueError, match=r"unknown env id 'CartPol-v1'.*Did you mean: `CartPole`"):
+        ppo.plan(ppo.PPO(env="CartPol-v1"))
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ("tests.algos.fake_envs:MultiDiscreteActions-v0",
+     r"ppo does not support the action space MultiDiscrete\(\[2 3\]\) of .*; "
+     r"supported: Discrete and 1-D Box"),
+    ("tests.algos.fake_envs:DictObservations-v0",
+     r"ppo does not support the observation space Dict\(.*\) of .*; supported: Box and Discrete"),
+    ("tests.algos.no_such_module:Env-v0", r"cannot import the module of env"),
+])
+def test_unsupported_spaces_are_refused_by_name(env: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        env_spaces(ppo.PPO(env=env), "ppo")
+
+
+def test_continuous_actions_are_supported() -> None:
+    spaces = env_spaces(ppo.PPO(env="Pendulum-v1"), "ppo")
+    assert spaces.action.shape == (1,)

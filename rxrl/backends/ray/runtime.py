@@ -362,6 +362,10 @@ class RunContext:
         options = dict(group.options)
         options.setdefault("max_restarts", 0)
         on_restart = options.pop("on_restart", None)
+        taken = sorted(set(options) & {"name", "max_task_retries", "num_returns"})
+        if taken:
+            raise PlanError(repr(group), group.site, f"the Ray backend sets {taken} itself",
+                            "remove them from the group's options")
         spec = MemberSpec(group.make, index, f"{group.name}[{index}]", group.site,
                           state.chains[index], dict(state.effects), on_restart)
         try:

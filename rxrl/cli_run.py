@@ -65,14 +65,18 @@ class Snapshot:
 
 
 class CheckpointClock:
-    """Driver side: marks a record due every ``every`` env steps, and at ``final`` steps."""
+    """Driver side: marks a record due every ``every`` env steps, and at the run's end.
 
-    def __init__(self, every: int, final: int) -> None:
-        self.every, self.final, self.last = every, final, 0
+    The end is ``final`` env steps, or the first record whose mean return reaches ``target``.
+    """
+
+    def __init__(self, every: int, final: int, target: float | None = None) -> None:
+        self.every, self.final, self.target, self.last = every, final, target, 0
 
     def mark(self, m: Metrics) -> Snapshot:
         """Wrap ``m``; due when ``every`` steps passed since the last checkpoint, or at the end."""
-        due = m.env_steps_sampled - self.last >= self.every or m.env_steps_sampled >= self.final
+        due = (m.env_steps_sampled - self.last >= self.every or m.env_steps_sampled >= self.final
+               or (self.target is not None and m.episode_return_mean >= self.target))
         if due:
             self.last = m.env_steps_sampled
         return Snapshot(m, due)
@@ -84,13 +88,13 @@ def snapshot_if_due(learner: Learner, snapshot: Snapshot) -> Snapshot:
 
 
 def training_plan(algo: Algorithm, config: RolloutSettings, start: Start | None,
-                  every: int, final: int) -> rxrl.Plan[Snapshot]:
+                  every: int, final: int, target: float | None = None) -> rxrl.Plan[Snapshot]:
     """The algorithm's plan plus checkpointing: the plan ``rxrl train`` runs (and replays).
 
     ``every`` and ``final`` count env steps of this run (not of the runs it resumes).
     """
     plan, actors = algo.build(config, start)
-    clock = CheckpointClock(every, final)
+    clock = CheckpointClock(every, final, target)
     return plan | ops.map(clock.mark) | ops.call(actors.learner, snapshot_if_due)
 
 

@@ -56,6 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", metavar="DIR", help="continue from the checkpoint in run directory DIR")
     p.add_argument("--checkpoint-every", type=int, default=25_000, metavar="STEPS",
                    help="env steps between checkpoints (default 25000)")
+    p.add_argument("--target-return", type=float, metavar="R",
+                   help="stop early once the mean episode return (last 100 episodes) reaches R")
     p.add_argument("--trace", metavar="FILE", help="save the run's trace for `rxrl replay`")
     p.add_argument("--address", help="an existing Ray cluster to run on (ray backend)")
 
@@ -195,7 +197,7 @@ def train(args: argparse.Namespace) -> int:
          "steps": total, "resumed_from": str(resumed.path) if resumed else None}, indent=2))
     start = Start(resumed.learner_state, reseed=base.iteration) if resumed else None
     final = total - base.env_steps_sampled
-    plan = training_plan(algo, config, start, args.checkpoint_every, final)
+    plan = training_plan(algo, config, start, args.checkpoint_every, final, args.target_return)
     options: dict[str, Any] = {}
     if args.backend == "ray":
         options = {"address": args.address, "init_options": None if args.address else RAY_INIT}
@@ -205,6 +207,7 @@ def train(args: argparse.Namespace) -> int:
     records: list[dict[str, float]] = []
     last: Metrics | None = None
     best = -math.inf
+    reached: Metrics | None = None
     status = "interrupted"
     run = rxrl.run(plan, args.backend, **options)
     try:
@@ -218,6 +221,9 @@ def train(args: argparse.Namespace) -> int:
             if trace_file is not None:
                 records.append(deterministic_fields(snapshot.metrics))
             _checkpoint(out, algo, config, snapshot, m)
+            if args.target_return is not None and m.episode_return_mean >= args.target_return:
+                reached, status = m, "reached target"
+                break
             if m.env_steps_sampled >= total:
                 status = "completed"
                 break
@@ -226,7 +232,7 @@ def train(args: argparse.Namespace) -> int:
         logger.close()
         if last is not None:
             progress.update(last, final=True)
-            _summary(out, algo, config, args, last, best, status)
+            _summary(out, algo, config, args, last, best, status, reached)
         if trace_file is not None:
             save_trace(trace_file, algo.name, config, run.trace, records, args.checkpoint_every,
                        final, resumed.path if resumed else None)
@@ -242,13 +248,16 @@ def _checkpoint(out: Path, algo: Algorithm, config: RolloutSettings, snapshot: S
 
 
 def _summary(out: Path, algo: Algorithm, config: RolloutSettings, args: argparse.Namespace,
-             m: Metrics, best: float, status: str) -> None:
+             m: Metrics, best: float, status: str, reached: Metrics | None) -> None:
     doc = {
         "algo": algo.name, "env": config.env, "seed": config.seed, "backend": args.backend,
         "status": status, "iterations": m.iteration, "env_steps_sampled": m.env_steps_sampled,
         "env_steps_trained": m.env_steps_trained, "episodes": m.episodes,
         "episode_return_mean": _num(m.episode_return_mean), "best_episode_return_mean": _num(best),
         "time_s": round(m.time_s, 3),
+        "target_return": args.target_return,
+        "reached_target": None if reached is None else {
+            "env_steps": reached.env_steps_sampled, "time_s": round(reached.time_s, 3)},
         "checkpoint": str(out / CHECKPOINT) if (out / CHECKPOINT).exists() else None,
         "config": to_dict(config),
         "train": None if m.train is None else attrs.asdict(m.train),

@@ -137,6 +137,19 @@ def test_iterable_shards_and_driver_operators_run_on_their_own_threads() -> None
                                            for n in seen["shard"])
 
 
+def test_an_async_union_pulls_an_input_that_only_a_pull_can_advance() -> None:
+    """Regression: the inner round robin's turn is an idle barrier while its gather still has
+    requests in flight; waiting for the gather would never make the round robin ready."""
+    inner = ops.union(rxrl.from_iterables([[1, 2], [3, 4]]) | ops.gather(),
+                      rxrl.from_iterables([[10], [20]]) | ops.barrier() | ops.map(sum))
+    plan = ops.union(inner, rxrl.from_iterable([100]), mode="async")
+    with rxrl.run(plan, "rx", timeout=5) as run:
+        out = list(run)
+        trace = run.trace
+    assert sorted(out) == [1, 2, 3, 4, 30, 100]
+    assert list(rxrl.run(plan, "reference", schedule=trace)) == out
+
+
 # ---------------------------------------------------------------------------- back-pressure
 
 

@@ -60,7 +60,7 @@ class Chain(Stream):
         return bool(self._sink.items) or self._sink.done or self._source.ready()
 
     def pending(self) -> bool:
-        return not self._sink.done and self._source.pending()
+        return not self.ready() and self._source.pending()
 
 
 def extend(stream: Stream, operator: Operator) -> Chain:

@@ -132,4 +132,4 @@ class Gather(Stream):
         return self._started and (bool(self._completed()) or not any(self._queues))
 
     def pending(self) -> bool:
-        return self._started and any(self._queues)
+        return not self.ready() and self._started and any(self._queues)

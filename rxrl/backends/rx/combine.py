@@ -45,8 +45,8 @@ class Zip(Stream):
     def ready(self) -> bool:
         return self._sink.done or all(s.ready() for s in self._inputs)
 
-    def pending(self) -> bool:
-        return any(s.pending() for s in self._inputs)
+    def pending(self) -> bool:  # an idle input needs a pull: then so does the zip
+        return not self.ready() and all(s.ready() or s.pending() for s in self._inputs)
 
 
 class RoundRobin(Stream):
@@ -67,9 +67,6 @@ class RoundRobin(Stream):
         live = self._live
         while live:
             i = live[self._at]
-            if self._taken == self._node.weights[i]:
-                self._at, self._taken = (self._at + 1) % len(live), 0
-                continue
             x = self._inputs[i].pull()
             if x is END:
                 live.pop(self._at)
@@ -78,6 +75,8 @@ class RoundRobin(Stream):
                     self._at = 0
                 continue
             self._taken += 1
+            if self._taken == self._node.weights[i]:  # the turn passes now: _at is always next
+                self._at, self._taken = (self._at + 1) % len(live), 0
             if self._node.emits(i):
                 return x
         return END
@@ -85,8 +84,8 @@ class RoundRobin(Stream):
     def ready(self) -> bool:
         return not self._live or self._inputs[self._live[self._at]].ready()
 
-    def pending(self) -> bool:
-        return any(self._inputs[i].pending() for i in self._live)
+    def pending(self) -> bool:  # only the input whose turn it is matters
+        return bool(self._live) and self._inputs[self._live[self._at]].pending()
 
 
 class AsyncUnion(Stream):
@@ -136,4 +135,4 @@ class AsyncUnion(Stream):
         return not self._live or any(self._inputs[i].ready() for i in self._live)
 
     def pending(self) -> bool:
-        return any(self._inputs[i].pending() for i in self._live)
+        return not self.ready() and any(self._inputs[i].pending() for i in self._live)

@@ -83,4 +83,4 @@ class ObservableSource(Stream):
         return self._queue.ready()
 
     def pending(self) -> bool:
-        return self._queue.started
+        return self._queue.started and not self._queue.ready()

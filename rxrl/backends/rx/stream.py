@@ -33,8 +33,9 @@ class Stream(abc.ABC):
 
     ``pull`` returns the next item or ``END``. ``ready`` and ``pending`` let an async union
     prefer inputs that can deliver without waiting: ``ready`` means a pull would not wait for
-    asynchronous work, ``pending`` that such work is in flight and will wake the driver when it
-    lands. A stream that is neither is *idle*: only pulling it makes progress.
+    asynchronous work; ``pending`` means not ready, but work in flight will make it ready
+    without any pull (and wake the driver when it lands). A stream that is neither is *idle*:
+    only pulling it makes progress, so an async union must not wait for it.
     """
 
     @abc.abstractmethod
@@ -46,7 +47,7 @@ class Stream(abc.ABC):
         return True
 
     def pending(self) -> bool:
-        """Whether asynchronous work of this stream is in flight."""
+        """Whether, without being pulled, this stream will become ready (work is in flight)."""
         return False
 
 

@@ -6,9 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from reactivex import Observable
-from reactivex.subject import Subject
 
-from rxrl.backends.rx.stream import END, Sink, Stream
+from rxrl.backends.rx.stream import END, Push, Sink, Stream
 
 Operator = Callable[[Observable[Any]], Observable[Any]]
 
@@ -26,23 +25,24 @@ class Chain(Stream):
     def __init__(self, source: Stream, operators: tuple[Operator, ...]) -> None:
         self._source = source
         self._operators = operators
-        self._subject: Subject[Any] | None = None
+        self._head: Push | None = None
         self._sink = Sink()
 
     def then(self, operator: Operator) -> Chain:
         """This chain with one more operator (before it is first pulled)."""
-        assert self._subject is None, "a chain is extended only while lowering"
+        assert self._head is None, "a chain is extended only while lowering"
         return Chain(self._source, (*self._operators, operator))
 
-    def _start(self) -> Subject[Any]:
-        subject: Subject[Any] = Subject()
+    def _start(self) -> Push:
+        head = Push()
         sink = self._sink
-        subject.pipe(*self._operators).subscribe(sink.on_next, sink.on_error, sink.on_completed)
-        self._subject = subject
-        return subject
+        head.observable.pipe(*self._operators).subscribe(sink.on_next, sink.on_error,
+                                                         sink.on_completed)
+        self._head = head
+        return head
 
     def pull(self) -> Any:
-        subject = self._subject or self._start()
+        head = self._head or self._start()
         sink = self._sink
         while not sink.items and not sink.done:
             try:
@@ -51,9 +51,9 @@ class Chain(Stream):
                 sink.done = True  # a source that raised is finished, like a generator
                 raise
             if x is END:
-                subject.on_completed()
+                head.on_completed()
             else:
-                subject.on_next(x)
+                head.on_next(x)
         return sink.take()
 
     def ready(self) -> bool:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import reactivex as rx
-from reactivex.subject import Subject
 
 from rxrl import graph as g
 from rxrl.backends.rx.runtime import Runtime
-from rxrl.backends.rx.stream import END, Sink, Stream
+from rxrl.backends.rx.stream import END, Push, Sink, Stream
 
 
 class Zip(Stream):
@@ -22,24 +21,24 @@ class Zip(Stream):
 
     def __init__(self, inputs: list[Stream]) -> None:
         self._inputs = inputs
-        self._subjects: list[Subject[Any]] = [Subject() for _ in inputs]
+        self._heads = [Push() for _ in inputs]
         self._sink = Sink()
-        rx.zip(*self._subjects).subscribe(self._sink.on_next, self._sink.on_error,
-                                          self._sink.on_completed)
+        rx.zip(*(h.observable for h in self._heads)).subscribe(
+            self._sink.on_next, self._sink.on_error, self._sink.on_completed)
 
     def pull(self) -> Any:
         sink = self._sink
         while not sink.items and not sink.done:
-            for stream, subject in zip(self._inputs, self._subjects, strict=True):
+            for stream, head in zip(self._inputs, self._heads, strict=True):
                 try:
                     x = stream.pull()
                 except BaseException:
                     sink.done = True
                     raise
                 if x is END:
-                    subject.on_completed()
+                    head.on_completed()
                     break
-                subject.on_next(x)
+                head.on_next(x)
         return sink.take()
 
     def ready(self) -> bool:

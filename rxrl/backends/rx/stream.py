@@ -7,10 +7,13 @@ from collections import deque
 from typing import Any
 
 import attrs
+from reactivex import Observable
+from reactivex import abc as rx_abc
+from reactivex.disposable import Disposable
 
 from rxrl.interop import END
 
-__all__ = ["END", "Closed", "Failure", "Sink", "Stream"]
+__all__ = ["END", "Closed", "Failure", "Push", "Sink", "Stream"]
 
 
 class Closed(Exception):
@@ -82,3 +85,35 @@ class Sink:
             error, self.error = self.error, None
             raise error
         return END
+
+
+class Push:
+    """An Observable fed by hand, one subscriber at a time: the head of a pulled Rx pipeline.
+
+    A ``Subject`` would do, but it locks and copies its observer list on every item; a
+    pipeline here has exactly one subscriber, on the one thread that pulls it.
+    """
+
+    __slots__ = ("_observer", "observable")
+
+    def __init__(self) -> None:
+        self._observer: rx_abc.ObserverBase[Any] | None = None
+        self.observable: Observable[Any] = Observable(self._subscribe)
+
+    def _subscribe(self, observer: rx_abc.ObserverBase[Any],
+                   scheduler: rx_abc.SchedulerBase | None = None) -> rx_abc.DisposableBase:
+        self._observer = observer
+        return Disposable(self._unsubscribe)
+
+    def _unsubscribe(self) -> None:
+        self._observer = None
+
+    def on_next(self, item: Any) -> None:
+        """Push an item (dropped once the pipeline has unsubscribed, e.g. after ``take``)."""
+        if self._observer is not None:
+            self._observer.on_next(item)
+
+    def on_completed(self) -> None:
+        """Push the end of the stream."""
+        if self._observer is not None:
+            self._observer.on_completed()

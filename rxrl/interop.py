@@ -255,7 +255,8 @@ def to_observable(
     subscription closes the run and stops its actors. Other arguments are ``rxrl.run``'s.
 
     >>> import rxrl
-    >>>     >>> from reactivex.scheduler import CurrentThreadScheduler
+    >>> from reactivex import operators as rx_ops
+    >>> from reactivex.scheduler import CurrentThreadScheduler
     >>> plan = rxrl.from_iterable(range(10))
     >>> seen: list[int] = []
     >>> obs = rxrl.to_observable(plan, scheduler=CurrentThreadScheduler())

@@ -48,6 +48,7 @@ def compute_gradients(config: A2CConfig) -> Callable[[RolloutWorker], WorkerGrad
     """The worker side: sample a fragment and return the loss gradients on it."""
 
     def sample_and_compute_gradients(worker: RolloutWorker) -> WorkerGradients:
+        """One fragment, its advantages standardized if configured, and its gradients."""
         batch = worker.sample()
         if config.normalize_advantages:
             batch = standardize("advantages")(batch)

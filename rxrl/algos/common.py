@@ -41,6 +41,7 @@ def int_at_least(minimum: int) -> Callable[[Any, attrs.Attribute[int], int], Non
     """An attrs validator: an int (not a bool) >= ``minimum``; the error names the field."""
 
     def check(inst: Any, attribute: attrs.Attribute[int], value: int) -> None:
+        """Raise ValueError unless ``value`` is an int >= ``minimum``."""
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise ValueError(f"{type(inst).__name__}.{attribute.name} must be an integer "
                              f">= {minimum}, got {value!r}")
@@ -52,6 +53,7 @@ def float_in(low: float, high: float) -> Callable[[Any, attrs.Attribute[float], 
     """An attrs validator: a number in ``[low, high]``; the error names the field."""
 
     def check(inst: Any, attribute: attrs.Attribute[float], value: float) -> None:
+        """Raise ValueError unless ``value`` is a number in ``[low, high]``."""
         if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
             raise ValueError(f"{type(inst).__name__}.{attribute.name} must be a number in "
                              f"[{low}, {high}], got {value!r}")
@@ -63,6 +65,7 @@ def instance_of(cls: type[Any]) -> Callable[[Any, attrs.Attribute[Any], Any], No
     """An attrs validator: ``isinstance(value, cls)``; the error names the field."""
 
     def check(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        """Raise ValueError unless ``value`` is a ``cls``."""
         if not isinstance(value, cls):
             raise ValueError(f"{type(inst).__name__}.{attribute.name} must be a {cls.__name__}, "
                              f"got {value!r}")

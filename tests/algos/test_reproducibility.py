@@ -24,11 +24,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
 
 
 def learner_weights(learner: Learner, _: Metrics) -> Weights:
+    """The learner's weights after the update a record reports."""
     return learner.get_weights()
 
 
 def run(name: str, seed: int, iterations: int = 4,
         schedule: rxrl.Schedule | None = None) -> tuple[list[dict[str, float]], Weights]:
+    """``iterations`` records of a small run of ``name`` (their exact fields) and the final weights."""
     algo = get(name)
     config: RolloutSettings = with_settings(algo.config(), {**CONFIGS[name], "seed": seed})
     plan, actors = algo.build(config)
@@ -62,6 +64,7 @@ def test_a3c_under_a_random_schedule_is_reproduced_by_its_trace() -> None:
     config = with_settings(algo.config(), CONFIGS["a3c"])
 
     def records(schedule: rxrl.Schedule | rxrl.Trace) -> tuple[list[dict[str, float]], rxrl.Trace]:
+        """Six records under ``schedule``, and the run's trace."""
         with rxrl.run(algo.plan(config, None) | ops.take(6), schedule=schedule) as r:
             out = [deterministic_fields(m) for m in r]
             return out, r.trace

@@ -14,6 +14,7 @@ from tests.cli.helpers import QUICK, rxrl_cli
 
 
 def rows(run: Path) -> list[dict[str, str]]:
+    """The rows of a run's metrics.csv."""
     with (run / "metrics.csv").open(newline="") as f:
         return list(csv.DictReader(f))
 
@@ -148,3 +149,16 @@ def test_train_on_a_local_ray_started_for_the_run(tmp_path: Path) -> None:
     assert summary["env_steps_sampled"] >= 4000
     assert load_checkpoint(tmp_path / "ray").learner_state["num_updates"] > 0
     assert "Traceback" not in done.stderr
+
+
+def test_train_stops_at_the_target_return_and_checkpoints_there(tmp_path: Path) -> None:
+    out = tmp_path / "a3c"
+    done = rxrl_cli("train", "a3c", "--backend", "reference", "--steps", "50000", "--out", out,
+                    "--target-return", "40", "--set", "num_envs_per_worker=4")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "reached target" and summary["target_return"] == 40
+    reached = summary["reached_target"]
+    assert reached["env_steps"] == summary["env_steps_sampled"] < 50_000
+    assert summary["episode_return_mean"] >= 40
+    assert load_checkpoint(out).counters.env_steps_sampled == reached["env_steps"]

@@ -299,7 +299,10 @@ def _union(ctx: RunContext, node: g.Union, nid: int, ins: list[Lowered]) -> Lowe
     label = node.describe()
 
     def as_ready() -> Iterator[Any]:
-        merge = Merge(inputs, name=node.op, capacity=1, timeout_s=ctx.timeout_s,
+        # a little longer than the inputs' own deadlines, so that theirs (which name the
+        # actors) surface first
+        deadline = None if ctx.timeout_s is None else ctx.timeout_s * 1.25 + 1
+        merge = Merge(inputs, name=node.op, capacity=1, timeout_s=deadline,
                       on_timeout=lambda busy: ctx.timeout(node, f"inputs {busy} of {label}"))
         ctx.closers.append(merge.close)
         for i, kind, x in merge:

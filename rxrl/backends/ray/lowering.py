@@ -29,16 +29,9 @@ from rxrl import graph as g
 from rxrl.actors import ActorGroup, Tagged
 from rxrl.backends import reference
 from rxrl.backends.ray.host import END, Failure
+from rxrl.backends.ray.members import Encoded, Pending, Ref, item_of, raise_failure
 from rxrl.backends.ray.merge import Merge
-from rxrl.backends.ray.runtime import (
-    Encoded,
-    Pending,
-    Ref,
-    RunContext,
-    describe_shards,
-    item_of,
-    raise_failure,
-)
+from rxrl.backends.ray.runtime import RunContext, describe_shards
 from rxrl.backends.reference import local_table, route_of
 from rxrl.errors import OperatorError
 from rxrl.walk import Lowerer

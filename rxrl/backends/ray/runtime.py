@@ -2,276 +2,39 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any
 
-import attrs
 import ray
-from ray.exceptions import ActorDiedError, RayActorError, RayError
+from ray.exceptions import RayActorError, RayError
 
 from rxrl import graph as g
-from rxrl.actors import ActorGroup, Tagged
-from rxrl.backends.ray.host import END, OK, STALE, Chain, Failure, Host, MemberSpec, Shape, dumps
-from rxrl.backends.reference import local_table
-from rxrl.errors import ActorError, OperatorError, PlanError, RxrlError
+from rxrl.actors import ActorGroup
+from rxrl.backends.ray.host import STALE, Chain, Failure, MemberSpec, dumps
+from rxrl.backends.ray.members import (
+    POOL,
+    GroupState,
+    Handle,
+    HostActor,
+    LocalShard,
+    Member,
+    MemberShard,
+    Pending,
+    PoolShard,
+    Recoverable,
+    Shard,
+    kill,
+    raise_failure,
+)
+from rxrl.errors import ActorError, PlanError, RxrlError
 from rxrl.events import Event, EventSink
 from rxrl.schedule import Recorder
-
-#: a Ray actor handle of ``Host`` (Ray's handle types do not describe ``num_returns=2``)
-Handle = Any
-#: an item encoded for ``Host.apply``: (shape, shard, group, values)
-Encoded = tuple[Shape, int | None, Any, tuple[Any, ...]]
-
-HostActor = ray.remote(Host)
 
 
 class RayTimeoutError(RxrlError, TimeoutError):
     """A Ray run waited longer than its ``timeout_s`` for an actor, a shard or an input."""
-
-
-@attrs.frozen(slots=True)
-class Ref:
-    """A driver-stream item whose value lives in Ray's object store (``ref``), or, for a shard
-    run on the driver, already here (``local``). ``tag`` is the routing tag of a Tagged value."""
-
-    ref: Any
-    local: Any = None
-    tag: Tagged[None] | None = None
-
-
-@attrs.define(slots=True)
-class Pending:
-    """A submitted request: its status and value refs, or its result if computed locally."""
-
-    status: Any
-    value: Any
-    epoch: int = 0
-    local: tuple[Any, Any] | None = None
-
-
-class Recoverable(Protocol):
-    """Something requests go to, that may lose its actor: a shard, or a plan actor."""
-
-    @property
-    def where(self) -> str:
-        """How error messages name it."""
-        ...
-
-    def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
-        """Bring it back after ``failed`` found its actor dead/restarted, or raise."""
-        ...
-
-
-class Shard(Recoverable, Protocol):
-    """Where one shard stream is computed: a plan actor, a pooled host, or the driver."""
-
-    def request(self) -> Pending:
-        """Submit a request for the shard's next item."""
-        ...
-
-
-def raise_failure(f: Failure) -> None:
-    """Raise a host's failure as the driver-side exception the reference would raise."""
-    if f.kind == "operator":
-        raise OperatorError(f.operator, f.site, f.cause) from f.cause
-    if f.kind == "actor":
-        raise ActorError(f.message) from f.cause
-    raise f.cause
-
-
-def item_of(p: Pending, status: Any) -> Ref:
-    """The stream item of ok request ``p`` (``status`` is OK or a value-less Tagged hint)."""
-    tag = status if isinstance(status, Tagged) else None
-    return Ref(p.value, tag=tag) if p.local is None else Ref(None, p.local[1], tag)
-
-
-@attrs.define(eq=False)
-class GroupState:
-    """A plan actor group in one run: what its members host, their handles, latest broadcasts."""
-
-    group: ActorGroup[Any]
-    chains: list[dict[int, Chain]]
-    effects: dict[int, g.Broadcast | g.Call] = attrs.field(factory=dict)
-    members: list[Member] = attrs.field(factory=list)
-    #: per broadcast occurrence, its latest item, most recently applied last
-    latest: OrderedDict[int, Encoded] = attrs.field(factory=OrderedDict)
-    lock: threading.Lock = attrs.field(factory=threading.Lock)
-
-
-class Member:
-    """The driver's view of one plan actor: submissions and restart recovery."""
-
-    def __init__(self, ctx: RunContext, state: GroupState, index: int, handle: Handle) -> None:
-        self.ctx, self.state, self.index, self.handle = ctx, state, index, handle
-        group = state.group
-        self.where = f"{group.name}[{index}]"
-        self.max_restarts: int = group.options.get("max_restarts", 0)
-        self.epoch = 0
-        self.restarts = 0
-        self.lock = threading.Lock()
-
-    def pull(self, key: int) -> Pending:
-        """Request the next item of chain ``key``."""
-        status, value = self.handle.pull.remote(key)
-        return Pending(status, value, self.epoch)
-
-    def apply(self, fn_id: int, item: Encoded) -> Pending:
-        """Submit ``fn(actor, item)`` of call/broadcast ``fn_id``."""
-        shape, shard, group, values = item
-        status, value = self.handle.apply.remote(fn_id, shape, shard, group, *values)
-        return Pending(status, value, self.epoch)
-
-    def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
-        """After a restart: re-apply the latest broadcasts, then carry on; else raise."""
-        with self.lock:
-            if failed.epoch != self.epoch:
-                return  # another request of the same incident already recovered the actor
-            if self.max_restarts == 0 or isinstance(cause, ActorDiedError):
-                raise self._death(node, cause)
-            while True:
-                self.restarts += 1
-                with self.state.lock:
-                    effects = [(fn_id, *item) for fn_id, item in self.state.latest.items()]
-                ref = self.handle.refresh.remote(effects)
-                try:
-                    status = self.ctx.get(ref, node, self.where)
-                except ActorDiedError as e:
-                    raise self._death(node, e) from e
-                except RayActorError as e:
-                    if 0 <= self.max_restarts < self.restarts:
-                        raise self._death(node, e) from e
-                    continue  # restarted again while being refreshed
-                if isinstance(status, Failure):
-                    raise_failure(status)
-                self.epoch += 1
-                return
-
-    def _death(self, node: g.Node, cause: BaseException | None) -> ActorError:
-        group = self.state.group
-        policy = ("its group has no restart policy (group.with_restarts(n) restarts dead actors)"
-                  if self.max_restarts == 0 else
-                  f"Ray gave up restarting it (max_restarts={self.max_restarts})")
-        reason = _reason(cause) if cause is not None else "it was restarted"
-        return ActorError(f"actor {self.where} (group built at {group.site}) died while "
-                          f"running {node.describe()}: {reason}; {policy}")
-
-
-def _reason(cause: BaseException) -> str:
-    # Ray's actor errors: a headline, tab-indented context (ids, pid, ip), then the reason
-    lines = [line.strip() for line in str(cause).splitlines()
-             if line.strip() and not line.startswith("\t")]
-    return " ".join(lines)[:500]
-
-
-@attrs.frozen
-class MemberShard:
-    """Shard ``index`` of a ``from_actors`` chain: chain ``key`` on plan actor ``index``."""
-
-    state: GroupState
-    index: int
-    key: int
-
-    @property
-    def where(self) -> str:
-        """The actor, as error messages name it."""
-        return f"{self.state.group.name}[{self.index}]"
-
-    def request(self) -> Pending:
-        """Submit a pull of the chain."""
-        return self.state.members[self.index].pull(self.key)
-
-    def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
-        """Recover the plan actor (restart policy) or raise."""
-        self.state.members[self.index].recover(failed, node, cause)
-
-
-@attrs.define
-class PoolShard:
-    """A ``from_iterables`` shard chain on a pooled host actor."""
-
-    key: tuple[str, int, int]
-    where: str
-    steps: tuple[g.Node, ...]
-    iterator: Any
-    host: Handle = None
-
-    def request(self) -> Pending:
-        """Submit a pull of the chain."""
-        status, value = self.host.pull.remote(self.key)
-        return Pending(status, value)
-
-    def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
-        """Pooled hosts are not restarted: their iterator position died with them."""
-        raise ActorError(f"the Ray actor running {self.where} died while running "
-                         f"{node.describe()}: {cause}")
-
-
-class LocalShard:
-    """A ``from_iterables`` shard whose iterable cannot be shipped (e.g. a generator): it runs
-    on the driver, each request computed when it is submitted (as the reference does)."""
-
-    def __init__(self, where: str, steps: tuple[g.Node, ...], iterator: Iterator[Any]) -> None:
-        self.where = where
-        it = iterator
-        for step in steps:
-            it = local_table[type(step)](step, it)
-        self.it = it
-
-    def request(self) -> Pending:
-        """Compute the next item now."""
-        try:
-            x = next(self.it)
-        except StopIteration:
-            return Pending(None, None, local=(END, None))
-        except OperatorError as e:
-            cause = e.__cause__ if e.__cause__ is not None else e
-            return Pending(None, None, local=(Failure("operator", cause, e.operator, e.site), None))
-        except Exception as e:
-            return Pending(None, None, local=(Failure("raw", e), None))
-        status = Tagged(None, x.shard, x.group) if type(x) is Tagged else OK
-        return Pending(None, None, local=(status, x))
-
-    def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
-        """Nothing to recover on the driver."""
-        raise AssertionError("a driver-run shard has no actor to lose")
-
-
-class HostPool:
-    """Generic hosts for ``from_iterables`` shards, kept across runs of one Ray job."""
-
-    def __init__(self) -> None:
-        self.job: str | None = None
-        self.hosts: list[Handle] = []
-        self.lock = threading.Lock()
-
-    def take(self, n: int) -> list[Handle]:
-        """``n`` hosts of the current Ray job (created on first use)."""
-        job = ray.get_runtime_context().get_job_id()
-        with self.lock:
-            if job != self.job:
-                self.job, self.hosts = job, []
-            while len(self.hosts) < n:
-                self.hosts.append(HostActor.options(num_cpus=0, max_restarts=0).remote())
-            return self.hosts[:n]
-
-    def discard(self, host: Handle) -> None:
-        """Forget (and kill) a host that may still be busy with a closed run."""
-        with self.lock:
-            if host in self.hosts:
-                self.hosts.remove(host)
-        _kill(host)
-
-
-POOL = HostPool()
-
-
-def _kill(handle: Handle) -> None:
-    with contextlib.suppress(Exception):  # already dead, or Ray shut down underneath us
-        ray.kill(handle, no_restart=True)
 
 
 class RunContext:
@@ -464,7 +227,7 @@ class RunContext:
         for closer in self.closers:
             closer()
         for handle in self.created:
-            _kill(handle)
+            kill(handle)
         if self.pool_hosts and ray.is_initialized():
             releases = {h.release.remote(self.run_id): h for h in self.pool_hosts}
             # releases queue behind the run's last requests: a host that cannot finish them

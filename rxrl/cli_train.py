@@ -196,73 +196,92 @@ def train(args: argparse.Namespace) -> int:
         {"algo": algo.name, "config": to_dict(config), "backend": args.backend,
          "steps": total, "resumed_from": str(resumed.path) if resumed else None}, indent=2))
     start = Start(resumed.learner_state, reseed=base.iteration) if resumed else None
-    final = total - base.env_steps_sampled
+    final = total - base.env_steps_sampled  # this run's share of the budget
     plan = training_plan(algo, config, start, args.checkpoint_every, final, args.target_return)
     options: dict[str, Any] = {}
     if args.backend == "ray":
         options = {"address": args.address, "init_options": None if args.address else RAY_INIT}
-    label = f"{algo.name} {config.env} [{args.backend}]"
-    print(f"{label}: training for {total:,} env steps; writing to {out}", file=sys.stderr)
-    logger, progress = Logger(out), ProgressLine(label, total)
-    records: list[dict[str, float]] = []
-    last: Metrics | None = None
-    best = -math.inf
-    reached: Metrics | None = None
-    status = "interrupted"
+    session = Session(algo, config, args, out, total, base)
+    print(f"{session.label}: training for {total:,} env steps; writing to {out}", file=sys.stderr)
     run = rxrl.run(plan, args.backend, **options)
     try:
         for snapshot in run:
-            m = base.offset(snapshot.metrics)
-            last = m
-            if not math.isnan(m.episode_return_mean):
-                best = max(best, m.episode_return_mean)
-            logger.write(m)
-            progress.update(m)
-            if trace_file is not None:
-                records.append(deterministic_fields(snapshot.metrics))
-            _checkpoint(out, algo, config, snapshot, m)
-            if args.target_return is not None and m.episode_return_mean >= args.target_return:
-                reached, status = m, "reached target"
+            if session.observe(snapshot):
                 break
-            if m.env_steps_sampled >= total:
-                status = "completed"
-                break
+    except Exception:
+        session.status = "failed"
+        raise
     finally:
         run.close()
-        logger.close()
-        if last is not None:
-            progress.update(last, final=True)
-            _summary(out, algo, config, args, last, best, status, reached)
+        session.close()
         if trace_file is not None:
-            save_trace(trace_file, algo.name, config, run.trace, records, args.checkpoint_every,
-                       final, resumed.path if resumed else None)
-    print(f"{label}: {status}; return {_fmt(last.episode_return_mean if last else math.nan)} "
-          f"after {last.env_steps_sampled if last else 0:,} env steps; see {out}/summary.json")
+            save_trace(trace_file, algo.name, config, run.trace, session.records,
+                       args.checkpoint_every, final, resumed.path if resumed else None)
+    last = session.last
+    print(f"{session.label}: {session.status}; return "
+          f"{_fmt(last.episode_return_mean if last else math.nan)} after "
+          f"{last.env_steps_sampled if last else 0:,} env steps; see {out}/summary.json")
     return 0
 
 
-def _checkpoint(out: Path, algo: Algorithm, config: RolloutSettings, snapshot: Snapshot,
-                m: Metrics) -> None:
-    if snapshot.state is not None:
-        save_checkpoint(out / CHECKPOINT, algo.name, config, snapshot.state, Counters.of(m))
+class Session:
+    """One ``rxrl train`` run as its records arrive: logs, progress, checkpoints, summary."""
 
+    def __init__(self, algo: Algorithm, config: RolloutSettings, args: argparse.Namespace,
+                 out: Path, total: int, base: Counters) -> None:
+        self.algo, self.config, self.args, self.out = algo, config, args, out
+        self.total, self.base, self.target = total, base, args.target_return
+        self.label = f"{algo.name} {config.env} [{args.backend}]"
+        self.logger, self.progress = Logger(out), ProgressLine(self.label, total)
+        self.records: list[dict[str, float]] = []  # for --trace
+        self.last: Metrics | None = None
+        self.reached: Metrics | None = None
+        self.best = -math.inf
+        self.status = "interrupted"
 
-def _summary(out: Path, algo: Algorithm, config: RolloutSettings, args: argparse.Namespace,
-             m: Metrics, best: float, status: str, reached: Metrics | None) -> None:
-    doc = {
-        "algo": algo.name, "env": config.env, "seed": config.seed, "backend": args.backend,
-        "status": status, "iterations": m.iteration, "env_steps_sampled": m.env_steps_sampled,
-        "env_steps_trained": m.env_steps_trained, "episodes": m.episodes,
-        "episode_return_mean": _num(m.episode_return_mean), "best_episode_return_mean": _num(best),
-        "time_s": round(m.time_s, 3),
-        "target_return": args.target_return,
-        "reached_target": None if reached is None else {
-            "env_steps": reached.env_steps_sampled, "time_s": round(reached.time_s, 3)},
-        "checkpoint": str(out / CHECKPOINT) if (out / CHECKPOINT).exists() else None,
-        "config": to_dict(config),
-        "train": None if m.train is None else attrs.asdict(m.train),
-    }
-    (out / "summary.json").write_text(json.dumps(doc, indent=2) + "\n")
+    def observe(self, snapshot: Snapshot) -> bool:
+        """Log, show and checkpoint one record; True once the run should stop."""
+        m = self.base.offset(snapshot.metrics)
+        self.last = m
+        if not math.isnan(m.episode_return_mean):
+            self.best = max(self.best, m.episode_return_mean)
+        self.logger.write(m)
+        self.progress.update(m)
+        if self.args.trace:
+            self.records.append(deterministic_fields(snapshot.metrics))
+        if snapshot.state is not None:
+            save_checkpoint(self.out / CHECKPOINT, self.algo.name, self.config, snapshot.state,
+                            Counters.of(m))
+        if self.target is not None and m.episode_return_mean >= self.target:
+            self.reached, self.status = m, "reached target"
+            return True
+        if m.env_steps_sampled >= self.total:
+            self.status = "completed"
+            return True
+        return False
+
+    def close(self) -> None:
+        """Close the logs; show the last record and write summary.json."""
+        self.logger.close()
+        m = self.last
+        if m is None:
+            return
+        self.progress.update(m, final=True)
+        doc = {
+            "algo": self.algo.name, "env": self.config.env, "seed": self.config.seed,
+            "backend": self.args.backend, "status": self.status, "iterations": m.iteration,
+            "env_steps_sampled": m.env_steps_sampled, "env_steps_trained": m.env_steps_trained,
+            "episodes": m.episodes, "episode_return_mean": _num(m.episode_return_mean),
+            "best_episode_return_mean": _num(self.best), "time_s": round(m.time_s, 3),
+            "target_return": self.target,
+            "reached_target": None if self.reached is None else {
+                "env_steps": self.reached.env_steps_sampled,
+                "time_s": round(self.reached.time_s, 3)},
+            "checkpoint": str(self.out / CHECKPOINT) if (self.out / CHECKPOINT).exists() else None,
+            "config": to_dict(self.config),
+            "train": None if m.train is None else attrs.asdict(m.train),
+        }
+        (self.out / "summary.json").write_text(json.dumps(doc, indent=2) + "\n")
 
 
 def _num(x: float) -> float | None:
@@ -273,5 +292,5 @@ def _fmt(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.1f}"
 
 
-__all__ = ["BACKENDS", "RAY_INIT", "Logger", "ProgressLine", "add_arguments", "configure", "out_dir",
-           "train"]
+__all__ = ["BACKENDS", "RAY_INIT", "Logger", "ProgressLine", "Session", "add_arguments", "configure",
+           "out_dir", "train"]

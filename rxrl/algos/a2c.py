@@ -24,7 +24,7 @@ from rxrl.algos.common import (
 from rxrl.rl import A2CConfig, A2CLearner, Metrics, RolloutWorker, SampleBatch, standardize
 
 #: The learner settings `A2C` starts from (see docs/algorithms.md for how they were chosen).
-LEARNER = A2CConfig(lr=1e-3, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5)
+LEARNER = A2CConfig(lr=1.5e-3, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5)
 
 
 @attrs.frozen(kw_only=True)
@@ -37,7 +37,8 @@ class A2C(RolloutSettings):
     its next fragment.
     """
 
-    fragment_length: int = attrs.field(default=16, validator=int_at_least(1))
+    num_envs_per_worker: int = attrs.field(default=4, validator=int_at_least(1))
+    fragment_length: int = attrs.field(default=32, validator=int_at_least(1))
     train_batch_size: int = attrs.field(default=256, validator=int_at_least(1))
     learner: A2CConfig = attrs.field(default=LEARNER, validator=instance_of(A2CConfig))
 

@@ -114,7 +114,7 @@ def _train(workers: list[Any], learner: Any, record: s.RunRecord, budget_steps: 
     sampled = trained = 0
     weights: ray.ObjectRef[Weights] | None = None
     start = time.perf_counter()
-    while sampled < budget_steps:
+    while record.running():
         if weights is not None:  # an actor runs one caller's calls in order: before the sample below
             for w in workers:
                 w.set_weights.remote(weights)

@@ -1,7 +1,7 @@
 """RLlib 2.60's PPO (new API stack) with the matched settings, or with RLlib's own tuned example.
 
 `matched`: 2 env runners x 8 envs (gymnasium's native vector CartPole, as rxrl uses),
-fragments of 64, train batch 1024, 4 epochs of minibatch 256, lr 1e-3, no KL penalty, no
+fragments of 64, train batch 1024, 10 epochs of minibatch 256, lr 2e-3, no KL penalty, no
 value clipping (`vf_clip_param=inf`), `vf_loss_coeff = vf_coef / 2` (RLlib weights the plain
 MSE), grad clip 0.5 by global norm, 64x64 tanh with separate value trunk, mean return over
 the last 100 episodes. `tuned`: RLlib's tuned example for CartPole (rllib/tuned_examples/
@@ -14,9 +14,12 @@ Run alone: ``python bench/peer_rllib.py --budget-steps 20000 --seed 0 [--tuned]`
 
 from __future__ import annotations
 
+import collections
 import math
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -28,7 +31,7 @@ def config(m: s.Matched, seed: int, tuned: bool) -> Any:
     ppo: Any = s.optional("ray.rllib.algorithms.ppo")
     model: Any = s.optional("ray.rllib.core.rl_module.default_model_config")
     cfg = ppo.PPOConfig().environment(m.env).framework("torch").debugging(seed=seed)
-    cfg = cfg.reporting(metrics_num_episodes_for_smoothing=100)
+    cfg = cfg.reporting(metrics_num_episodes_for_smoothing=100).callbacks(on_episode_end=log_episode_return)
     if tuned:
         return cfg.training(lr=0.0003, num_epochs=6, vf_loss_coeff=0.01).rl_module(
             model_config=model.DefaultModelConfig(fcnet_hiddens=[32], fcnet_activation="linear",
@@ -46,6 +49,20 @@ def config(m: s.Matched, seed: int, tuned: bool) -> Any:
         fcnet_hiddens=list(m.hidden), fcnet_activation=m.activation, vf_share_layers=False))
 
 
+#: where `log_episode_return` puts each finished episode's return in RLlib's results
+RETURNS_KEY = "bench_episode_returns"
+
+
+def log_episode_return(*, episode: Any, metrics_logger: Any, **_: Any) -> None:
+    """RLlib callback (runs on the env runners): report every finished episode's return.
+
+    RLlib's own `episode_return_mean` is not the mean of the last 100 episodes (each env
+    runner smooths over its own window and the driver merges those), so the mean that the
+    other systems report is computed from these on the driver.
+    """
+    metrics_logger.log_value(RETURNS_KEY, float(episode.get_return()), reduce="item_series")
+
+
 def run(m: s.Matched, seed: int, budget_steps: int, tuned: bool = False) -> s.RunRecord:
     """Train until `budget_steps` env steps were sampled; return the record of the run."""
     import ray
@@ -54,22 +71,28 @@ def run(m: s.Matched, seed: int, budget_steps: int, tuned: bool = False) -> s.Ru
     settings = {"rllib_tuned_example": True} if tuned else attrs.asdict(m)
     record = s.RunRecord(name, seed, budget_steps, settings,
                          versions=s.versions(["ray", "torch", "gymnasium", "numpy"]))
+    import torch
+
+    torch.set_num_threads(1)  # the local learner runs here: one thread, like every other learner
     s.clean_ray_env()
+    bench = str(Path(__file__).resolve().parent)  # the env runners import this module's callback
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (bench, os.environ.get("PYTHONPATH")) if p)
     ray.init(**s.RAY_INIT)
     try:
         algo = config(m, seed, tuned).build_algo()
         learner_time = _time_learner_updates(algo)
         record.setup_s = s.since_start()
         start = time.perf_counter()
-        sampled = 0
-        while sampled < budget_steps:
+        returns: collections.deque[float] = collections.deque(maxlen=100)
+        while record.running():
             result = algo.train()
             sampled = int(_get(result, "env_runners", "num_env_steps_sampled_lifetime"))
             # PPO trains on everything it samples (RLlib's own "trained" counter counts each
             # epoch's passes)
-            ret = _get(result, "env_runners", "episode_return_mean", default=math.nan)
+            returns.extend(float(r) for r in _get(result, "env_runners", RETURNS_KEY, default=[]))
             record.learner_s = learner_time[0]
-            record.add(time.perf_counter() - start, sampled, sampled, float(ret))
+            mean = sum(returns) / len(returns) if returns else math.nan
+            record.add(time.perf_counter() - start, sampled, sampled, mean)
         algo.stop()
     finally:
         ray.shutdown()

@@ -44,7 +44,7 @@ def run(m: s.Matched, seed: int, budget_steps: int) -> s.RunRecord:
     clock = _Clock(record, m.train_batch)
 
     def on_step(_self: Any) -> bool:
-        return True
+        return record.budget_s is None or time.perf_counter() - clock.start < record.budget_s
 
     # SB3's callback hooks; the class is built with type() since BaseCallback is untyped here
     progress = type("Progress", (callbacks.BaseCallback,), {
@@ -54,6 +54,7 @@ def run(m: s.Matched, seed: int, budget_steps: int) -> s.RunRecord:
     })
     model.learn(total_timesteps=budget_steps, callback=progress())
     clock.rollout_start(model.ep_info_buffer)  # closes the last update
+    record.running()  # notes a stop by the time budget
     env.close()
     return record
 

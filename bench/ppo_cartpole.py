@@ -58,16 +58,18 @@ SYSTEMS: dict[str, tuple[str, list[str]]] = {
 }
 
 
-def run_system(system: str, seed: int, budget_steps: int, sets: Sequence[str], timeout_s: float,
-               workdir: Path) -> s.RunRecord:
+def run_system(system: str, seed: int, budget_steps: int, budget_s: float | None, sets: Sequence[str],
+               timeout_s: float, workdir: Path) -> s.RunRecord:
     """Run one system once in a subprocess, watching its process tree's memory."""
     script, extra = SYSTEMS[system]
     out = workdir / f"{system}-{seed}.json"
     argv = [sys.executable, str(BENCH / script), "--budget-steps", str(budget_steps), "--seed", str(seed),
-            "--out", str(out), *extra, *(f"--set={a}" for a in sets)]
+            "--out", str(out), *extra, *(f"--set={a}" for a in sets),
+            *([] if budget_s is None else ["--budget-s", str(budget_s)])]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BENCH), env.get("PYTHONPATH")) if p)
     log = workdir / f"{system}-{seed}.log"
+    load_before = os.getloadavg()[0]
     with log.open("w") as log_file:
         proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=BENCH.parent)
         memory = TreeMemory(proc.pid)
@@ -87,6 +89,8 @@ def run_system(system: str, seed: int, budget_steps: int, sets: Sequence[str], t
         record = s.RunRecord(system, seed, budget_steps, {}, notes=[f"failed (rc={rc}): {text[-2000:]}"])
     else:
         record = s.RunRecord.from_json(json.loads(out.read_text()))
+    # other people's work on a shared machine shows up here: keep it next to the figures
+    record.notes.append(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
     record.peak_rss_mb = memory.peak_rss / 2**20
     record.peak_pss_mb = memory.peak_pss / 2**20
     record.processes = memory.max_processes
@@ -230,6 +234,8 @@ def main(argv: list[str]) -> None:
     """Parse the command line, run every system for every seed, report and write results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget-steps", type=int, default=150_000, help="env steps per run")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="also stop each run after this much training wall time (s)")
     parser.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
     parser.add_argument("--peers", default="rllib,sb3,handwritten,cleanrl",
                         help=f"comma-separated, from {sorted(set(SYSTEMS) - {'rxrl'})}")
@@ -252,7 +258,8 @@ def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="rxrl-bench-") as tmp:
         for k, seed in enumerate(seeds):
             order = systems[k % len(systems):] + systems[:k % len(systems)]  # rotate: A/B alternation
-            records += [run_system(system, seed, args.budget_steps, args.set, args.timeout_s, Path(tmp))
+            records += [run_system(system, seed, args.budget_steps, args.budget_s, args.set, args.timeout_s,
+                                   Path(tmp))
                         for system in order]
     all_figures = [figures(system, [r for r in records if r.system == system]) for system in systems]
     report = table(all_figures, s.TARGET_RETURN)

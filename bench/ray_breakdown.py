@@ -40,16 +40,29 @@ PHASES = {
 
 @attrs.frozen
 class Breakdown:
-    """Mean milliseconds per iteration."""
+    """Mean milliseconds per iteration along the critical path of the synchronous loop.
+
+    An iteration: the workers sample (until the slower one finishes), [gap: results reach the
+    driver, the learner call is submitted and scheduled], the learner trains, [gap: the result
+    reaches the driver, weights go to the workers, set_weights runs, the next sample calls
+    are submitted and scheduled]. `sgd` is the learner call, `serialization` Ray's
+    (de)serializing of task arguments and results, summed over all actors (partly overlapping
+    other phases, so not part of the sum).
+    """
 
     system: str
     iterations: int
     wall: float
-    sample: float  # the slower worker's sample call
-    set_weights: float  # the slower worker's set_weights call
-    sgd: float  # the learner's train call
-    serialization: float  # Ray (de)serializing task arguments and results, all actors
-    coordination: float  # wall - sample - set_weights - sgd
+    sample: float  # first sample call start -> last sample call end, per round
+    before_sgd: float  # last sample end -> learner call start
+    sgd: float  # the learner call (SGD; for the hand-written loop also concat + standardize)
+    after_sgd: float  # learner call end -> next round's first sample start (includes set_weights)
+    set_weights: float  # the slower worker's set_weights call (inside after_sgd)
+    serialization: float
+    other: float  # wall - (sample + before_sgd + sgd + after_sgd): the driver's own pace
+
+
+Span = tuple[float, float]  # start, end in ms
 
 
 def roles(events: list[dict[str, Any]]) -> dict[str, str]:
@@ -63,36 +76,48 @@ def roles(events: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def breakdown(system: str, record: s.RunRecord, events: list[dict[str, Any]]) -> Breakdown:
-    """Split the mean iteration of one run (see the module docstring)."""
+    """Split the mean iteration of one run (see `Breakdown`)."""
     role_of = roles(events)
     phases = PHASES[system]
-    spans: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # phase -> tid -> ms
-    serialization = 0.0
+    spans: dict[str, dict[str, list[Span]]] = defaultdict(lambda: defaultdict(list))  # phase -> tid -> spans
+    serial: list[Span] = []
     for e in events:
         role = role_of.get(e["tid"])
         cat = str(e.get("cat", ""))
+        span = (e["ts"] / 1e3, (e["ts"] + e["dur"]) / 1e3)
         if role is None:
             continue
         if cat in ("task:deserialize_arguments", "task:store_outputs"):
-            serialization += e["dur"] / 1e3
+            serial.append(span)
         elif cat.startswith("task::"):
             phase = phases.get((role, e["name"]))
             if phase is not None:
-                spans[phase][e["tid"]].append(e["dur"] / 1e3)
-    n = len(record.curve)
-
-    def critical(phase: str) -> float:
-        """Sum over iterations of the slowest actor's k-th call (the calls line up by order)."""
-        per_actor = list(spans[phase].values())
-        if not per_actor:
-            return 0.0
-        rounds = min(len(v) for v in per_actor)
-        return sum(max(v[k] for v in per_actor) for k in range(rounds)) / max(rounds, 1)
-
-    wall = record.train_s * 1e3 / n
-    sample, set_weights, sgd = critical("sample"), critical("set_weights"), critical("sgd")
-    return Breakdown(system, n, wall, sample, set_weights, sgd, serialization / n,
-                     wall - sample - set_weights - sgd)
+                spans[phase][e["tid"]].append(span)
+    workers = [sorted(v) for v in spans["sample"].values()]
+    sgd = sorted(s_ for v in spans["sgd"].values() for s_ in v)
+    set_w = [sorted(v) for v in spans["set_weights"].values()]
+    rounds = min(len(sgd), *(len(w) for w in workers))
+    total: dict[str, float] = defaultdict(float)
+    for k in range(rounds):
+        first = min(w[k][0] for w in workers)
+        last = max(w[k][1] for w in workers)
+        total["sample"] += last - first
+        total["before_sgd"] += sgd[k][0] - last
+        total["sgd"] += sgd[k][1] - sgd[k][0]
+        if k + 1 < rounds:
+            total["after_sgd"] += min(w[k + 1][0] for w in workers) - sgd[k][1]
+            if all(len(w) > k for w in set_w):
+                total["set_weights"] += max(w[k][1] - w[k][0] for w in set_w)
+    window_start = min(w[0][0] for w in workers)
+    serialization = sum(b - a for a, b in serial if a >= window_start)
+    n = max(rounds, 1)
+    mean = {k: v / n for k, v in total.items()}
+    mean["after_sgd"] = total["after_sgd"] / max(rounds - 1, 1)
+    mean["set_weights"] = total["set_weights"] / max(rounds - 1, 1)
+    wall = record.train_s * 1e3 / len(record.curve)
+    return Breakdown(system, rounds, wall, mean["sample"], mean["before_sgd"], mean["sgd"], mean["after_sgd"],
+                     mean["set_weights"], serialization / n,
+                     wall - mean["sample"] - mean["before_sgd"] - mean["sgd"] - mean["after_sgd"])
 
 
 def sample_split(m: s.Matched, calls: int = 60) -> dict[str, float]:

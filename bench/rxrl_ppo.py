@@ -57,7 +57,7 @@ def run(m: s.Matched, seed: int, budget_steps: int, backend: str = "ray",
                     record.learner_s += metrics.train.learner_time_s
                 record.add(time.perf_counter() - start, metrics.env_steps_sampled, metrics.env_steps_trained,
                            metrics.episode_return_mean)
-                if metrics.env_steps_sampled >= budget_steps:
+                if not record.running():
                     break
     finally:
         if ray.is_initialized():

@@ -8,7 +8,8 @@ import sys
 # Frames in these modules are rxrl's own plan-building machinery; a call site is the first
 # frame outside them, i.e. the line of user code (or algorithm module) that built the operator.
 _FRONT_MODULES = frozenset(
-    {"rxrl.errors", "rxrl.graph", "rxrl.plan", "rxrl.ops", "rxrl.sources", "rxrl.actors", "rxrl.run"}
+    {"rxrl.errors", "rxrl.graph", "rxrl.plan", "rxrl.ops", "rxrl.sources", "rxrl.actors", "rxrl.run",
+     "rxrl.interop"}
 )
 
 

@@ -8,8 +8,6 @@ of the stream as ``on_completed``; disposing the subscription closes the run and
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -20,7 +18,7 @@ from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable
 from reactivex.scheduler import NewThreadScheduler
 
-from rxrl.errors import PlanError
+from rxrl.errors import PlanError, call_site
 from rxrl.events import EventSink
 from rxrl.graph import FromObservable
 from rxrl.plan import Plan
@@ -35,20 +33,6 @@ __all__ = ["ObservableQueue", "from_observable", "run_as_observable", "to_observ
 #: what ``ObservableQueue.take`` returns at the end of the observable
 END: Any = object()
 
-
-def _site() -> str:
-    """``file:line`` of the user code that called into this module (cf. ``errors.call_site``)."""
-    frame = sys._getframe(1)
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith(
-            ("rxrl.interop", "rxrl.errors")):
-        frame = frame.f_back
-    path = frame.f_code.co_filename
-    try:
-        rel = os.path.relpath(path)
-        path = path if rel.startswith("..") else rel
-    except ValueError:  # another drive on Windows
-        pass
-    return f"{path}:{frame.f_lineno}"
 
 
 def from_observable(observable: Observable[T], *, buffer: int = 16) -> Plan[T]:
@@ -67,7 +51,7 @@ def from_observable(observable: Observable[T], *, buffer: int = 16) -> Plan[T]:
     >>> list(rxrl.run(plan))
     [10, 20, 30]
     """
-    site = _site()
+    site = call_site()
     if not isinstance(observable, Observable):
         raise PlanError("from_observable()", site,
                         f"expects a reactivex Observable, got {type(observable).__name__}",
@@ -266,7 +250,7 @@ def to_observable(
     """
     given: object = plan
     if not isinstance(given, Plan):
-        raise PlanError("to_observable()", _site(), f"expects a Plan, got {type(given).__name__}")
+        raise PlanError("to_observable()", call_site(), f"expects a Plan, got {type(given).__name__}")
     validate(plan.node)
     get_backend(backend)
 

@@ -1,14 +1,20 @@
 """Bad input to ``rxrl``: a one-line error on stderr and exit status 1, never a traceback.
 
-The cases run concurrently (each process spends most of its time importing torch).
+Every case runs through ``rxrl.cli.main`` in-process; a selection also runs through the
+installed console script, concurrently (each process spends seconds importing torch).
 """
 
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from rxrl.algos.ppo import PPO
+from rxrl.cli import main
+from rxrl.cli_run import Counters, save_checkpoint
+from rxrl.rl import PPOLearner
 from tests.cli.helpers import start
 
 #: case -> (argv, the message's expected part); ``{tmp}`` is a directory holding the files below
@@ -41,6 +47,17 @@ CASES: dict[str, tuple[list[str], str]] = {
     "corrupt checkpoint to resume": (
         ["train", "ppo", "--resume", "{tmp}/corrupt"],
         "rxrl train: error: corrupt checkpoint {tmp}/corrupt/checkpoint.pt: not a readable torch file"),
+    "resume another algorithm's run": (["train", "a2c", "--resume", "{tmp}/ppo-run"],
+                                       "rxrl train: error: --resume {tmp}/ppo-run is a ppo run, not a2c"),
+    "resume on another env": (["train", "ppo", "--resume", "{tmp}/ppo-run", "--env", "Pendulum-v1"],
+                              "rxrl train: error: --resume {tmp}/ppo-run trained on CartPole-v1, "
+                              "not Pendulum-v1"),
+    "no steps left": (["train", "ppo", "--resume", "{tmp}/ppo-run", "--steps", "0"],
+                      "rxrl train: error: --steps 0 is not more than the 0 env steps already trained"),
+    "bad --checkpoint-every": (["train", "ppo", "--checkpoint-every", "0"],
+                               "rxrl train: error: --checkpoint-every must be >= 1, got 0"),
+    "bad --episodes": (["eval", "{tmp}/ppo-run", "--episodes", "0"],
+                       "rxrl eval: error: --episodes must be >= 1, got 0"),
     "resume without a checkpoint": (["train", "ppo", "--resume", "{tmp}/empty"],
                                     "rxrl train: error: no checkpoint at {tmp}/empty"),
     "corrupt checkpoint to eval": (["eval", "{tmp}/corrupt/checkpoint.pt"],
@@ -60,9 +77,14 @@ CASES: dict[str, tuple[list[str], str]] = {
 }
 
 
+#: the cases also run through the installed console script (each process costs seconds of imports)
+THROUGH_THE_SCRIPT = ("unknown algorithm", "unsupported action space", "bad setting value",
+                      "unwritable --out", "corrupt checkpoint to eval", "not a trace")
+
+
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, str, str]]:
-    """Every case's (exit status, stdout, stderr, tmp dir), run a few at a time."""
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with the broken and foreign files the cases name."""
     import torch
 
     tmp = tmp_path_factory.mktemp("bad")
@@ -71,27 +93,37 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, st
     (tmp / "corrupt" / "checkpoint.pt").write_bytes(b"\x80\x04 this is not a torch file")
     (tmp / "empty").mkdir()
     torch.save({"format": "someone-else/1", "weights": [1, 2]}, tmp / "not-rxrl.pt")
-    out: dict[str, tuple[int, str, str, str]] = {}
-    pending = list(CASES.items())
-    while pending:
-        batch, pending = pending[:4], pending[4:]
-        procs = [(name, start([a.replace("{tmp}", str(tmp)) for a in argv], cwd=tmp))
-                 for name, (argv, _) in batch]
-        for name, proc in procs:
-            try:
-                stdout, stderr = proc.communicate(timeout=180)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                stdout, stderr = proc.communicate()
-            out[name] = (proc.returncode, stdout, stderr, str(tmp))
-    return out
+    (tmp / "ppo-run").mkdir()
+    save_checkpoint(tmp / "ppo-run" / "checkpoint.pt", "ppo", PPO(),
+                    PPOLearner("CartPole-v1").state_dict(), Counters())
+    return tmp
+
+
+def argv(case: str, tmp: Path) -> list[str]:
+    """The case's command line with ``{tmp}`` filled in."""
+    return [a.replace("{tmp}", str(tmp)) for a in CASES[case][0]]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_bad_input_is_a_one_line_error(case: str, results: dict[str, tuple[int, str, str, str]]) -> None:
-    code, _, stderr, tmp = results[case]
-    expected = CASES[case][1].replace("{tmp}", tmp)
-    assert "Traceback" not in stderr
-    assert code == 1, stderr
-    assert len(stderr.strip().splitlines()) == 1, stderr
-    assert stderr.startswith(expected), stderr
+def test_bad_input_is_a_one_line_error(case: str, files: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(files)
+    code = main(argv(case, files))
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith(CASES[case][1].replace("{tmp}", str(files))), err
+
+
+def test_the_console_script_reports_bad_input_in_one_line_without_a_traceback(files: Path) -> None:
+    procs = {case: start(argv(case, files), cwd=files) for case in THROUGH_THE_SCRIPT}
+    for case, proc in procs.items():
+        try:
+            _, stderr = proc.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, stderr = proc.communicate()
+        assert "Traceback" not in stderr, (case, stderr)
+        assert proc.returncode == 1, (case, stderr)
+        assert stderr.splitlines() == [stderr.strip()], (case, stderr)
+        assert stderr.startswith(CASES[case][1].replace("{tmp}", str(files))), (case, stderr)

@@ -77,6 +77,7 @@ class RayBackend:
         try:
             out = lower(root, TABLE, ctx, self.name)
             assert isinstance(out, Stream), "validate() guarantees a driver root"
+            out.want()  # the run's outputs are values
             ctx.start()
         except BaseException:
             ctx.close()

@@ -149,7 +149,13 @@ class Host:
 
     @ray.method(num_returns=2)
     def pull(self, key: Hashable) -> tuple[Any, Any]:
-        """The next item of chain ``key``: ``(OK or a Tagged hint, item)``, ``(END, None)``, ..."""
+        """The next item of chain ``key``: ``(OK or a Tagged hint, item)``, ``(END, None)``, ...
+
+        Two objects: the driver reads the status and may hand the item on as a ref."""
+        return self.pull_both(key)
+
+    def pull_both(self, key: Hashable) -> tuple[Any, Any]:
+        """``pull`` as one object, for an item the driver is going to read anyway."""
         if self.broken is not None:
             return self.broken, None
         if self.stale:
@@ -183,6 +189,11 @@ class Host:
     def apply(self, fn_id: int, shape: Shape, shard: int | None, group: Any,
               *values: Any) -> tuple[Any, Any]:
         """``fn(instance, item)`` of the call/broadcast ``fn_id``; answers like ``pull``."""
+        return self.apply_both(fn_id, shape, shard, group, *values)
+
+    def apply_both(self, fn_id: int, shape: Shape, shard: int | None, group: Any,
+                   *values: Any) -> tuple[Any, Any]:
+        """``apply`` as one object, for a result the driver is going to read anyway."""
         if self.broken is not None:
             return self.broken, None
         if self.stale:

@@ -55,12 +55,25 @@ class Sharded:
         return self.source.group if isinstance(self.source, g.FromActors) else None
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Stream:
-    """A driver stream and the form of its items (see the module docstring)."""
+    """A driver stream and the form of its items (see the module docstring).
+
+    ``wanted`` is set (while lowering, before any item flows) when the stream's consumer
+    reads its values: its actor results then come back as one object each, saving a fetch;
+    ``feeds`` are the streams whose items this one passes on untouched.
+    """
 
     items: Iterator[Any]
     form: Form = "value"
+    feeds: list[Stream] = attrs.field(factory=list)
+    wanted: bool = False
+
+    def want(self) -> None:
+        """Note that the consumer reads the values (and so of the streams it passes on)."""
+        self.wanted = True
+        for feed in self.feeds:
+            feed.want()
 
 
 Lowered = Sharded | Stream
@@ -87,6 +100,7 @@ def materialize(form: Form, x: Any) -> Any:
 def values(stream: Lowered) -> Iterator[Any]:
     """The plain values of a driver stream."""
     assert isinstance(stream, Stream), "validate() guarantees driver inputs"
+    stream.want()
     if stream.form == "value":
         return stream.items
     form = stream.form
@@ -128,7 +142,7 @@ def _local(ctx: RunContext, node: g.Node, nid: int, ins: list[Lowered]) -> Lower
     if isinstance(src, Sharded):
         return attrs.evolve(src, steps=(*src.steps, ship(node)))
     if isinstance(node, g.Take):  # take does not look at items: keep them in the store
-        return Stream(local_table[g.Take](node, src.items), src.form)
+        return Stream(local_table[g.Take](node, src.items), src.form, [src])
     return Stream(local_table[type(node)](node, values(src)))
 
 
@@ -139,11 +153,13 @@ def _barrier(ctx: RunContext, node: g.Barrier, nid: int, ins: list[Lowered]) -> 
     (src,) = ins
     assert isinstance(src, Sharded)
     shards = ctx.open_shards(src.source, src.steps, nid)
+    out = Stream(iter(()), "list")
 
     def rounds() -> Iterator[list[Ref]]:
         live = list(range(len(shards)))
+        both = out.wanted
         while live:
-            pending = {i: shards[i].request() for i in live}
+            pending = {i: shards[i].request(both) for i in live}
             results: dict[int, tuple[Any, Pending]] = {}
             while len(results) < len(pending):
                 todo = [i for i in live if i not in results]
@@ -152,7 +168,7 @@ def _barrier(ctx: RunContext, node: g.Barrier, nid: int, ins: list[Lowered]) -> 
                 for i in todo:
                     status = ctx.settle(pending[i], shards[i], node)
                     if status is None:  # the actor was restarted: ask again
-                        pending[i] = shards[i].request()
+                        pending[i] = shards[i].request(both)
                     else:
                         results[i] = status, pending[i]
             items: list[Ref] = []
@@ -169,7 +185,8 @@ def _barrier(ctx: RunContext, node: g.Barrier, nid: int, ins: list[Lowered]) -> 
             if items:
                 yield items
 
-    return Stream(rounds(), "list")
+    out.items = rounds()
+    return out
 
 
 def _gather(ctx: RunContext, node: g.Gather, nid: int, ins: list[Lowered]) -> Lowered:
@@ -178,9 +195,11 @@ def _gather(ctx: RunContext, node: g.Gather, nid: int, ins: list[Lowered]) -> Lo
     shards = ctx.open_shards(src.source, src.steps, nid)
     group = src.group
     k = node.max_in_flight
+    out = Stream(iter(()), "tagged" if node.tagged else "ref")
 
     def completions() -> Iterator[Any]:
-        queues = [deque(s.request() for _ in range(k)) for s in shards]
+        both = out.wanted
+        queues = [deque(s.request(both) for _ in range(k)) for s in shards]
         live = list(range(len(shards)))
         start = 0
         while live:
@@ -191,7 +210,7 @@ def _gather(ctx: RunContext, node: g.Gather, nid: int, ins: list[Lowered]) -> Lo
             p = queues[i][0]
             status = ctx.settle(p, shards[i], node)
             if status is None:  # restarted: the queued requests were refused; submit afresh
-                queues[i] = deque(shards[i].request() for _ in queues[i])
+                queues[i] = deque(shards[i].request(both) for _ in queues[i])
                 continue
             ctx.record(nid, node, i, live)
             queues[i].popleft()
@@ -203,12 +222,13 @@ def _gather(ctx: RunContext, node: g.Gather, nid: int, ins: list[Lowered]) -> Lo
                 continue
             if isinstance(status, Failure):
                 raise_failure(status)
-            queues[i].append(shards[i].request())  # before the item flows downstream
+            queues[i].append(shards[i].request(both))  # before the item flows downstream
             start = (live.index(i) + 1) % len(live)
             item = item_of(p, status)
             yield Tagged(item, i, group) if node.tagged else item
 
-    return Stream(completions(), "tagged" if node.tagged else "ref")
+    out.items = completions()
+    return out
 
 
 # ------------------------------------------------------------------------- actor effects
@@ -229,7 +249,7 @@ def _broadcast(ctx: RunContext, node: g.Broadcast, nid: int, ins: list[Lowered])
             pending = []
             for i, member in enumerate(state.members):
                 ctx.effect(nid, node, i, x)
-                pending.append(member.apply(nid, item))
+                pending.append(member.apply(nid, item, both=True))  # one small reply
             ctx.wait_all(pending, node, partial(repr, node.group))
             for member, p in zip(state.members, pending, strict=True):
                 status = ctx.settle(p, member, node)
@@ -247,8 +267,10 @@ def _call(ctx: RunContext, node: g.Call, nid: int, ins: list[Lowered]) -> Lowere
     state.effects[nid] = cast(g.Call, ship(node))
     form: Form = "value" if node.route is not None else src.form
     items = values(src) if node.route is not None else src.items
+    out = Stream(iter(()), "ref")
 
     def calls() -> Iterator[Ref]:
+        both = out.wanted
         for position, x in enumerate(items):
             try:
                 i = route_of(node, x.tag if form == "ref" else x, position)
@@ -258,16 +280,16 @@ def _call(ctx: RunContext, node: g.Call, nid: int, ins: list[Lowered]) -> Lowere
             item = encode(form, x)
             ctx.effect(nid, node, i, x)
             while True:
-                p = member.apply(nid, item)
-                ctx.wait_all([p], node, partial(str, member.where))
-                status = ctx.settle(p, member, node)
+                p = member.apply(nid, item, both)
+                status = ctx.settle(p, member, node, wait=True)
                 if status is not None:
                     break
             if isinstance(status, Failure):
                 raise_failure(status)
             yield item_of(p, status)
 
-    return Stream(calls(), "ref")
+    out.items = calls()
+    return out
 
 
 # ---------------------------------------------------------------------------- combinators
@@ -280,7 +302,8 @@ def _sequential(ctx: RunContext, node: g.Node, nid: int, ins: list[Lowered]) -> 
     if isinstance(node, g.Union):
         form = _common_form(ins)
         if form is not None:
-            return Stream(lowerer(None, node, nid, [[s.items] for s in _streams(ins)])[0], form)
+            return Stream(lowerer(None, node, nid, [[s.items] for s in _streams(ins)])[0], form,
+                          _streams(ins))
     return Stream(lowerer(None, node, nid, [[values(s)] for s in ins])[0])
 
 
@@ -305,7 +328,7 @@ def _union(ctx: RunContext, node: g.Union, nid: int, ins: list[Lowered]) -> Lowe
             if kind == "item" and node.emits(i):
                 yield x
 
-    return Stream(as_ready(), form or "value")
+    return Stream(as_ready(), form or "value", _streams(ins) if form is not None else [])
 
 
 def _streams(ins: list[Lowered]) -> list[Stream]:

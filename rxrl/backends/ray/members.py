@@ -42,12 +42,15 @@ class Ref:
 
 @attrs.define(slots=True)
 class Pending:
-    """A submitted request: its status and value refs, or its result if computed locally."""
+    """A submitted request: its status and value refs, or its result once it is on the driver
+    (``local``: computed here, or read as one object because the driver needs the value)."""
 
     status: Any
     value: Any
     epoch: int = 0
     local: tuple[Any, Any] | None = None
+    #: the reply is one ``(status, value)`` object (``status`` is its ref)
+    both: bool = False
 
 
 class Recoverable(Protocol):
@@ -66,8 +69,8 @@ class Recoverable(Protocol):
 class Shard(Recoverable, Protocol):
     """Where one shard stream is computed: a plan actor, a pooled host, or the driver."""
 
-    def request(self) -> Pending:
-        """Submit a request for the shard's next item."""
+    def request(self, both: bool) -> Pending:
+        """Submit a request for the shard's next item (``both``: as one object)."""
         ...
 
 
@@ -111,14 +114,19 @@ class Member:
         self.restarts = 0
         self.lock = threading.Lock()
 
-    def pull(self, key: int) -> Pending:
+    def pull(self, key: int, both: bool) -> Pending:
         """Request the next item of chain ``key``."""
+        if both:
+            return Pending(self.handle.pull_both.remote(key), None, self.epoch, both=True)
         status, value = self.handle.pull.remote(key)
         return Pending(status, value, self.epoch)
 
-    def apply(self, fn_id: int, item: Encoded) -> Pending:
+    def apply(self, fn_id: int, item: Encoded, both: bool = False) -> Pending:
         """Submit ``fn(actor, item)`` of call/broadcast ``fn_id``."""
         shape, shard, group, values = item
+        if both:
+            return Pending(self.handle.apply_both.remote(fn_id, shape, shard, group, *values),
+                           None, self.epoch, both=True)
         status, value = self.handle.apply.remote(fn_id, shape, shard, group, *values)
         return Pending(status, value, self.epoch)
 
@@ -177,9 +185,9 @@ class MemberShard:
         """The actor, as error messages name it."""
         return f"{self.state.group.name}[{self.index}]"
 
-    def request(self) -> Pending:
+    def request(self, both: bool) -> Pending:
         """Submit a pull of the chain."""
-        return self.state.members[self.index].pull(self.key)
+        return self.state.members[self.index].pull(self.key, both)
 
     def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
         """Recover the plan actor (restart policy) or raise."""
@@ -196,8 +204,10 @@ class PoolShard:
     iterator: Any
     host: Handle = None
 
-    def request(self) -> Pending:
+    def request(self, both: bool) -> Pending:
         """Submit a pull of the chain."""
+        if both:
+            return Pending(self.host.pull_both.remote(self.key), None, both=True)
         status, value = self.host.pull.remote(self.key)
         return Pending(status, value)
 
@@ -218,7 +228,7 @@ class LocalShard:
             it = local_table[type(step)](step, it)
         self.it = it
 
-    def request(self) -> Pending:
+    def request(self, both: bool) -> Pending:
         """Compute the next item now."""
         try:
             x = next(self.it)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError, RayError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from rxrl import graph as g
 from rxrl.actors import ActorGroup
@@ -182,13 +182,18 @@ class RunContext:
             raise self.timeout(node, where)
         return ray.get(ref)
 
-    def settle(self, p: Pending, shard: Recoverable, node: g.Node) -> Any:
-        """The status of completed request ``p``, or None if its actor had to be recovered
-        (the caller resubmits)."""
+    def settle(self, p: Pending, shard: Recoverable, node: g.Node, *, wait: bool = False) -> Any:
+        """The status of completed request ``p`` (``wait``: once it completes, within the
+        deadline), or None if its actor had to be recovered (the caller resubmits)."""
         if p.local is not None:
             return p.local[0]
         try:
-            status = ray.get(p.status)
+            status = ray.get(p.status, timeout=self.timeout_s if wait else None)
+            if p.both:
+                p.local = status
+                status = status[0]
+        except GetTimeoutError as e:
+            raise self.timeout(node, shard.where) from e
         except RayActorError as e:
             shard.recover(p, node, e)
             return None

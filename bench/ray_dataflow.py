@@ -4,7 +4,9 @@ Synthetic rollout actors whose every item costs a known time (a sleep, so that t
 not depend on how busy the 2 cores are): with ``--actors`` actors and ``--item-ms`` per item
 the ideal is ``actors / item_ms`` items per second. Prints, for ``gather`` (k = 1, 2) and
 ``barrier`` + ``map``, the achieved throughput, its ratio to the ideal, and the per-round
-overhead of ``barrier`` in ms (round time minus the item time). Ratios, not pass/fail. Run:
+overhead of ``barrier`` in ms (round time minus the item time); then the same workloads as
+hand-written Ray loops (from ``ray_abstraction.py``), which show how much of the gap to the
+ideal is Ray's own per-call cost on this machine. Ratios, not pass/fail. Run:
 ``python bench/ray_dataflow.py [--actors 4 --item-ms 20 --items 400 --repeats 3]``.
 """
 
@@ -16,6 +18,7 @@ import time
 from typing import Any
 
 import ray
+from ray_abstraction import by_hand_barrier, by_hand_gather
 
 import rxrl
 from rxrl import ops
@@ -81,6 +84,12 @@ def main() -> None:
             rate = made / elapsed
             overhead = (f"{(elapsed / pulls - item_s) * 1000:.2f} ms" if name.startswith("barrier")
                         else "")
+            print(f"{name:<26} {rate:>9.1f} {rate / ideal:>15.3f} {overhead:>23}")
+        by_hand = {"by hand: ray.wait, k=1": by_hand_gather(1), "by hand: ray.wait, k=2": by_hand_gather(2),
+                   "by hand: ray.get(round)": by_hand_barrier}
+        for name, measure in by_hand.items():
+            rate = statistics.median(measure(n, item_s, 0, items) for _ in range(args.repeats))
+            overhead = (f"{(n / rate - item_s) * 1000:.2f} ms" if name.endswith("(round)") else "")
             print(f"{name:<26} {rate:>9.1f} {rate / ideal:>15.3f} {overhead:>23}")
     finally:
         ray.shutdown()

@@ -106,8 +106,11 @@ def connect(address: str | None, init_options: dict[str, Any] | None) -> None:
 def _outputs(stream: Stream, ctx: RunContext) -> Iterator[Any]:
     form = stream.form
     try:
-        for x in stream.items:
-            yield materialize(form, x)
+        if form == "value":
+            yield from stream.items
+        else:
+            for x in stream.items:
+                yield materialize(form, x)
     finally:
         ctx.close()
 

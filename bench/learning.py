@@ -76,8 +76,9 @@ def measure(name: str, target: Target, backend: str, root: Path, seeds: tuple[in
         ok = ok and reached is not None
         steps = f"{reached['env_steps']:,}" if reached else f"> {summary['env_steps_sampled']:,}"
         wall = f"{reached['time_s']:.1f}" if reached else f"({summary['time_s']:.1f})"
+        final = summary["episode_return_mean"]
         print(f"| {seed} | {'yes' if reached else 'no'} | {steps} | {wall} | "
-              f"{summary['episode_return_mean']} | {elapsed:.0f} |", flush=True)
+              f"{'n/a' if final is None else f'{final:.1f}'} | {elapsed:.0f} |", flush=True)
     return ok
 
 

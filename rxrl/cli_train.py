@@ -200,7 +200,9 @@ def train(args: argparse.Namespace) -> int:
     plan = training_plan(algo, config, start, args.checkpoint_every, final, args.target_return)
     options: dict[str, Any] = {}
     if args.backend == "ray":
-        options = {"address": args.address, "init_options": None if args.address else RAY_INIT}
+        # "local": a Ray of this run's own, never a cluster that happens to run on this machine
+        options = {"address": args.address or "local",
+                   "init_options": None if args.address else RAY_INIT}
     session = Session(algo, config, args, out, total, base)
     print(f"{session.label}: training for {total:,} env steps; writing to {out}", file=sys.stderr)
     run = rxrl.run(plan, args.backend, **options)

@@ -20,7 +20,7 @@ import attrs
 import rxrl
 from rxrl.algos import Algorithm, get
 from rxrl.algos.common import RolloutSettings, Start, env_spaces
-from rxrl.algos.configs import parse_assignment, to_dict, with_settings
+from rxrl.algos.configs import parse_assignment, paths, to_dict, with_settings
 from rxrl.cli_run import (
     CHECKPOINT,
     Checkpoint,
@@ -65,6 +65,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def configure(args: argparse.Namespace) -> tuple[Algorithm, RolloutSettings, Checkpoint | None]:
     """The algorithm, its config (defaults < tuned for the env < flags < --set) and the resume point."""
     algo = get(args.algo)
+    if args.steps is not None and args.steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {args.steps}")
     overrides: dict[str, Any] = {}
     for text in args.settings:
         key, value = parse_assignment(text)
@@ -80,10 +82,17 @@ def configure(args: argparse.Namespace) -> tuple[Algorithm, RolloutSettings, Che
     else:
         env = args.env or algo.config().env
         config = _settings(algo.config(), {"env": env, **algo.tuned.get(env, {})}, "tuned setting")
+        if "lr_decay_steps" in paths(algo.config):  # a schedule spans the run's budget
+            config = _settings(config, {"lr_decay_steps": budget(args, algo)}, "--steps")
     config = _settings(config, {k: v for k, v in flags.items() if v is not None}, "option")
     config = _settings(config, overrides, "--set")
     env_spaces(config, algo.name)
     return algo, config, resumed
+
+
+def budget(args: argparse.Namespace, algo: Algorithm) -> int:
+    """The run's env steps, counted from the first run's start: ``--steps`` or the default."""
+    return int(args.steps) if args.steps is not None else algo.default_steps
 
 
 def _settings(config: RolloutSettings, settings: Mapping[str, Any], what: str) -> RolloutSettings:
@@ -114,13 +123,16 @@ def out_dir(args: argparse.Namespace, algo: Algorithm, config: RolloutSettings) 
 
 
 class Logger:
-    """metrics.csv (appended on resume) and TensorBoard scalars, one row per iteration."""
+    """metrics.csv and TensorBoard scalars, one row per iteration.
 
-    def __init__(self, out: Path) -> None:
+    A resumed run appends to the metrics.csv already in its directory; a new run replaces it.
+    """
+
+    def __init__(self, out: Path, resumed: bool = False) -> None:
         from tensorboardX import SummaryWriter  # type: ignore[import-untyped]
 
         self.path = out / "metrics.csv"
-        self._append = self.path.exists() and self.path.stat().st_size > 0
+        self._append = resumed and self.path.exists() and self.path.stat().st_size > 0
         self._file: IO[str] = self.path.open("a" if self._append else "w", newline="")
         self._csv: csv.DictWriter[str] | None = None
         self._tb: Any = SummaryWriter(logdir=str(out / "tb"))
@@ -184,7 +196,7 @@ def train(args: argparse.Namespace) -> int:
         raise ValueError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
     algo, config, resumed = configure(args)
     base = resumed.counters if resumed else Counters()
-    total = args.steps if args.steps is not None else algo.default_steps
+    total = budget(args, algo)
     if total <= base.env_steps_sampled:
         raise ValueError(f"--steps {total} is not more than the {base.env_steps_sampled} env steps "
                          "already trained")
@@ -234,7 +246,8 @@ class Session:
         self.algo, self.config, self.args, self.out = algo, config, args, out
         self.total, self.base, self.target = total, base, args.target_return
         self.label = f"{algo.name} {config.env} [{args.backend}]"
-        self.logger, self.progress = Logger(out), ProgressLine(self.label, total)
+        self.logger = Logger(out, resumed=base.iteration > 0)
+        self.progress = ProgressLine(self.label, total)
         self.records: list[dict[str, float]] = []  # for --trace
         self.last: Metrics | None = None
         self.reached: Metrics | None = None

@@ -21,11 +21,13 @@ from rxrl.algos.common import (
     instance_of,
     int_at_least,
     make_groups,
+    optional,
+    set_learning_rate,
 )
 from rxrl.rl import A2CConfig, A2CLearner, Metrics, RolloutWorker, TrainMetrics, standardize
 
 #: The loss settings of the workers and the learner's optimizer (see docs/algorithms.md).
-LEARNER = A2CConfig(lr=1e-3, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
+LEARNER = A2CConfig(lr=1.5e-3, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
                     normalize_advantages=True)
 
 
@@ -37,10 +39,13 @@ class A3C(RolloutSettings):
     applies gradients in the order they arrive and sends the new weights back to the
     worker that computed them only. A worker keeps ``max_in_flight`` fragments under way,
     so its gradients are up to ``max_in_flight`` updates stale (A3C's asynchrony, bounded).
+    The learning rate decays linearly from ``learner.lr`` to 0 over ``lr_decay_steps`` env
+    steps (``rxrl train`` sets it to ``--steps``); None keeps it constant.
     """
 
     fragment_length: int = attrs.field(default=32, validator=int_at_least(1))
     max_in_flight: int = attrs.field(default=1, validator=int_at_least(1))
+    lr_decay_steps: int | None = attrs.field(default=200_000, validator=optional(int_at_least(1)))
     learner: A2CConfig = attrs.field(default=LEARNER, validator=instance_of(A2CConfig))
 
 
@@ -57,11 +62,20 @@ def compute_gradients(config: A2CConfig) -> Callable[[RolloutWorker], WorkerGrad
     return sample_and_compute_gradients
 
 
-def apply_gradients(learner: A2CLearner, item: Tagged[WorkerGradients]) -> Tagged[Trained]:
-    """One optimizer step with a worker's gradients; the tag routes the weights back to it."""
-    weights = learner.apply_gradients(item.value.gradients)
-    report = attrs.evolve(item.value.gradients.metrics, num_updates=1)
-    return item.with_value(Trained(report, weights))
+def apply_gradients(config: A3C) -> Callable[[A2CLearner, Tagged[WorkerGradients]], Tagged[Trained]]:
+    """The learner side: one optimizer step per worker fragment, at the decayed learning rate."""
+    rows = config.num_envs_per_worker * config.fragment_length
+
+    def apply_gradients(learner: A2CLearner, item: Tagged[WorkerGradients]) -> Tagged[Trained]:
+        """One optimizer step with a worker's gradients; the tag routes the weights back to it."""
+        if config.lr_decay_steps is not None:
+            done = learner.num_updates * rows / config.lr_decay_steps
+            set_learning_rate(learner, config.learner.lr * max(0.0, 1.0 - done))
+        weights = learner.apply_gradients(item.value.gradients)
+        report = attrs.evolve(item.value.gradients.metrics, num_updates=1)
+        return item.with_value(Trained(report, weights))
+
+    return apply_gradients
 
 
 def set_weights_of_sender(worker: RolloutWorker, item: Tagged[Trained]) -> TrainMetrics:
@@ -84,7 +98,7 @@ def plan(config: A3C, actors: Groups[A2CLearner] | None = None) -> rxrl.Plan[Met
         rxrl.from_actors(workers, compute_gradients(config.learner))  # sample + backprop on the worker
         | ops.gather(config.max_in_flight, tagged=True)     # completion order, tagged with the worker
         | ops.map(progress.observe_gradients)               # episodes, env steps (driver side)
-        | ops.call(learner, apply_gradients)                # one optimizer step, same tag
+        | ops.call(learner, apply_gradients(config))        # one optimizer step, same tag
         | ops.call(workers, set_weights_of_sender)          # routed by the tag: the sender only
         | ops.map(progress.observe_train)                   # Metrics
     )

@@ -61,6 +61,18 @@ def float_in(low: float, high: float) -> Callable[[Any, attrs.Attribute[float], 
     return check
 
 
+def optional(check: Callable[[Any, attrs.Attribute[Any], Any], None]
+             ) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    """An attrs validator: None, or what ``check`` accepts."""
+
+    def check_optional(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        """Accept None; else defer to ``check``."""
+        if value is not None:
+            check(inst, attribute, value)
+
+    return check_optional
+
+
 def instance_of(cls: type[Any]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
     """An attrs validator: ``isinstance(value, cls)``; the error names the field."""
 
@@ -252,6 +264,12 @@ def train_and_get_weights(learner: TrainsOnBatches, batch: SampleBatch) -> Train
     return Trained(learner.train(batch), learner.get_weights())
 
 
+def set_learning_rate(learner: Learner, lr: float) -> None:
+    """Set the learning rate of the learner's optimizer (a schedule's step)."""
+    for group in learner.optimizer.param_groups:
+        group["lr"] = lr
+
+
 def set_weights(worker: RolloutWorker, trained: Trained) -> None:
     """Load the learner's new weights into ``worker``."""
     # a writable copy: weights that arrive through Ray's object store are read-only views
@@ -292,5 +310,6 @@ class Progress(MetricsAccumulator):
 __all__ = [
     "Groups", "LearnerFactory", "Progress", "RolloutSettings", "Start", "Trained",
     "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "float_in",
-    "instance_of", "int_at_least", "make_groups", "set_weights", "train_and_get_weights",
+    "instance_of", "int_at_least", "make_groups", "optional", "set_learning_rate", "set_weights",
+    "train_and_get_weights",
 ]

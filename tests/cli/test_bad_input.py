@@ -52,8 +52,10 @@ CASES: dict[str, tuple[list[str], str]] = {
     "resume on another env": (["train", "ppo", "--resume", "{tmp}/ppo-run", "--env", "Pendulum-v1"],
                               "rxrl train: error: --resume {tmp}/ppo-run trained on CartPole-v1, "
                               "not Pendulum-v1"),
-    "no steps left": (["train", "ppo", "--resume", "{tmp}/ppo-run", "--steps", "0"],
-                      "rxrl train: error: --steps 0 is not more than the 0 env steps already trained"),
+    "no steps left": (["train", "ppo", "--resume", "{tmp}/ppo-run", "--steps", "100"],
+                      "rxrl train: error: --steps 100 is not more than the 100 env steps already "
+                      "trained"),
+    "bad --steps": (["train", "a3c", "--steps", "-5"], "rxrl train: error: --steps must be >= 1, got -5"),
     "bad --checkpoint-every": (["train", "ppo", "--checkpoint-every", "0"],
                                "rxrl train: error: --checkpoint-every must be >= 1, got 0"),
     "bad --episodes": (["eval", "{tmp}/ppo-run", "--episodes", "0"],
@@ -95,7 +97,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.save({"format": "someone-else/1", "weights": [1, 2]}, tmp / "not-rxrl.pt")
     (tmp / "ppo-run").mkdir()
     save_checkpoint(tmp / "ppo-run" / "checkpoint.pt", "ppo", PPO(),
-                    PPOLearner("CartPole-v1").state_dict(), Counters())
+                    PPOLearner("CartPole-v1").state_dict(), Counters(env_steps_sampled=100))
     return tmp
 
 

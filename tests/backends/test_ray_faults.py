@@ -16,6 +16,16 @@ from typing import Any
 
 import pytest
 import ray
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 import rxrl
 from rxrl import ops
@@ -112,6 +122,67 @@ def test_a_killed_worker_without_restarts_stops_the_run_naming_actor_operator_an
     assert "actor Mortal[1]" in message and "gather(max_in_flight=1) at" in message
     assert "killed by `ray.kill`" in message and "with_restarts" in message
     assert not actors_named("Mortal")
+
+
+class KillAndResume(RuleBasedStateMachine):
+    """Any sequence of pulls and kills (even of an actor that is still restarting) leaves the
+    output numbered without gaps or repeats, and every life of a worker gap-free."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out: list[tuple[int, Any]] = []
+        self.run: rxrl.Run[tuple[int, Any]] | None = None
+        self.killed: set[int] = set()
+        self.name = f"Resumed{uuid.uuid4().hex[:6]}"
+
+    @initialize(k=st.integers(1, 2))
+    def start(self, k: int) -> None:
+        group = rxrl.indexed_actors(Incarnation, 2, name=self.name).with_restarts(-1, mark_restarted)
+        plan = (rxrl.from_actors(group, Incarnation.sample) | ops.gather(k) | numbered()
+                | ops.broadcast(group, lambda w, n_item: w.set_weights(n_item[0])))
+        self.run = rxrl.run(plan, "ray", timeout_s=60)
+
+    def take(self, n: int) -> None:
+        assert self.run is not None
+        self.out.extend(next(self.run) for _ in range(n))
+
+    @precondition(lambda self: self.run is not None)
+    @rule(n=st.integers(1, 4))
+    def pull(self, n: int) -> None:
+        self.take(n)
+
+    @precondition(lambda self: self.run is not None)
+    @rule(index=st.integers(0, 1), times=st.integers(1, 2), n=st.integers(0, 4))
+    def kill_then_pull(self, index: int, times: int, n: int) -> None:
+        for _ in range(times):  # the second kill may hit the actor while it restarts
+            kill(f"{self.name}[{index}]", restart=True)
+        self.killed.add(index)
+        self.take(n)
+
+    @invariant()
+    def nothing_lost_or_repeated(self) -> None:
+        assert [n for n, _ in self.out] == list(range(1, len(self.out) + 1))
+        check_lives([sample for _, sample in self.out])
+
+    def teardown(self) -> None:
+        if self.run is not None:
+            self.take(6)  # the run carries on after whatever happened
+            for _ in range(20_000):  # and every killed worker comes back
+                lives = check_lives([sample for _, sample in self.out])
+                if all(len(lives[i]) > 1 for i in self.killed):
+                    break
+                self.take(1)
+            else:
+                raise AssertionError(f"killed workers {sorted(self.killed)} never came back")
+            self.nothing_lost_or_repeated()
+            self.run.close()
+        assert not actors_named(self.name)
+
+
+@pytest.mark.timeout(240)
+def test_any_sequence_of_pulls_and_kills_keeps_the_output_exact() -> None:
+    run_state_machine_as_test(
+        KillAndResume, settings=settings(max_examples=3, stateful_step_count=5, deadline=None))
 
 
 class Flaky:

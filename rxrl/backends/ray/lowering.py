@@ -209,8 +209,13 @@ def _gather(ctx: RunContext, node: g.Gather, nid: int, ins: list[Lowered]) -> Lo
             i = order[j]
             p = queues[i][0]
             status = ctx.settle(p, shards[i], node)
-            if status is None:  # restarted: the queued requests were refused; submit afresh
-                queues[i] = deque(shards[i].request(both) for _ in queues[i])
+            if status is None:
+                # the actor was restarted: requests sent to its old life failed or were refused;
+                # those sent since its refresh stand (they were executed, in order), so keep
+                # them and ask again for the others
+                kept = deque(q for q in queues[i] if shards[i].current(q))
+                kept.extend(shards[i].request(both) for _ in range(len(queues[i]) - len(kept)))
+                queues[i] = kept
                 continue
             ctx.record(nid, node, i, live)
             queues[i].popleft()

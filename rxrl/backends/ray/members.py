@@ -73,6 +73,10 @@ class Shard(Recoverable, Protocol):
         """Submit a request for the shard's next item (``both``: as one object)."""
         ...
 
+    def current(self, p: Pending) -> bool:
+        """Whether ``p`` was submitted after the shard's last recovery (so it stays valid)."""
+        ...
+
 
 def raise_failure(f: Failure) -> None:
     """Raise a host's failure as the driver-side exception the reference would raise."""
@@ -189,6 +193,10 @@ class MemberShard:
         """Submit a pull of the chain."""
         return self.state.members[self.index].pull(self.key, both)
 
+    def current(self, p: Pending) -> bool:
+        """Whether ``p`` was submitted to the actor's present life, after its refresh."""
+        return p.epoch == self.state.members[self.index].epoch
+
     def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
         """Recover the plan actor (restart policy) or raise."""
         self.state.members[self.index].recover(failed, node, cause)
@@ -210,6 +218,10 @@ class PoolShard:
             return Pending(self.host.pull_both.remote(self.key), None, both=True)
         status, value = self.host.pull.remote(self.key)
         return Pending(status, value)
+
+    def current(self, p: Pending) -> bool:
+        """Pooled hosts are never recovered: every request stays valid."""
+        return True
 
     def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
         """Pooled hosts are not restarted: their iterator position died with them."""
@@ -241,6 +253,10 @@ class LocalShard:
             return Pending(None, None, local=(Failure("raw", e), None))
         status = Tagged(None, x.shard, x.group) if type(x) is Tagged else OK
         return Pending(None, None, local=(status, x))
+
+    def current(self, p: Pending) -> bool:
+        """Always: nothing is lost on the driver."""
+        return True
 
     def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
         """Nothing to recover on the driver."""

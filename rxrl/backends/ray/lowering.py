@@ -258,7 +258,11 @@ def _broadcast(ctx: RunContext, node: g.Broadcast, nid: int, ins: list[Lowered])
             ctx.wait_all(pending, node, partial(repr, node.group))
             for member, p in zip(state.members, pending, strict=True):
                 status = ctx.settle(p, member, node)
-                if isinstance(status, Failure):  # None: restarted, and refreshed with x
+                # None: the actor was restarted; its refresh applied x, unless an earlier
+                # recovery (from another thread) refreshed it before x was the latest
+                while status is None and member.refreshed.get(nid) is not item:
+                    status = ctx.settle(member.apply(nid, item, both=True), member, node, wait=True)
+                if isinstance(status, Failure):
                     raise_failure(status)
             yield x
 

@@ -117,6 +117,8 @@ class Member:
         self.epoch = 0
         self.restarts = 0
         self.lock = threading.Lock()
+        #: the broadcast items the last refresh re-applied (by broadcast occurrence)
+        self.refreshed: dict[int, Encoded] = {}
 
     def pull(self, key: int, both: bool) -> Pending:
         """Request the next item of chain ``key``."""
@@ -144,6 +146,7 @@ class Member:
             while True:
                 self.restarts += 1
                 with self.state.lock:
+                    latest = dict(self.state.latest)
                     effects = [(fn_id, *item) for fn_id, item in self.state.latest.items()]
                 ref = self.handle.refresh.remote(effects)
                 try:
@@ -156,6 +159,7 @@ class Member:
                     continue  # restarted again while being refreshed
                 if isinstance(status, Failure):
                     raise_failure(status)
+                self.refreshed = latest
                 self.epoch += 1
                 return
 

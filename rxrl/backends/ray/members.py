@@ -120,21 +120,26 @@ class Member:
         #: the broadcast items the last refresh re-applied (by broadcast occurrence)
         self.refreshed: dict[int, Encoded] = {}
 
+    # Submissions hold the lock that a recovery holds from its refresh to its new epoch, so a
+    # request's epoch says exactly whether it was sent before or after the refresh.
+
     def pull(self, key: int, both: bool) -> Pending:
         """Request the next item of chain ``key``."""
-        if both:
-            return Pending(self.handle.pull_both.remote(key), None, self.epoch, both=True)
-        status, value = self.handle.pull.remote(key)
-        return Pending(status, value, self.epoch)
+        with self.lock:
+            if both:
+                return Pending(self.handle.pull_both.remote(key), None, self.epoch, both=True)
+            status, value = self.handle.pull.remote(key)
+            return Pending(status, value, self.epoch)
 
     def apply(self, fn_id: int, item: Encoded, both: bool = False) -> Pending:
         """Submit ``fn(actor, item)`` of call/broadcast ``fn_id``."""
         shape, shard, group, values = item
-        if both:
-            return Pending(self.handle.apply_both.remote(fn_id, shape, shard, group, *values),
-                           None, self.epoch, both=True)
-        status, value = self.handle.apply.remote(fn_id, shape, shard, group, *values)
-        return Pending(status, value, self.epoch)
+        with self.lock:
+            if both:
+                return Pending(self.handle.apply_both.remote(fn_id, shape, shard, group, *values),
+                               None, self.epoch, both=True)
+            status, value = self.handle.apply.remote(fn_id, shape, shard, group, *values)
+            return Pending(status, value, self.epoch)
 
     def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
         """After a restart: re-apply the latest broadcasts, then carry on; else raise."""

@@ -1,6 +1,8 @@
 """RLlib 2.60's PPO (new API stack) with the matched settings, or with RLlib's own tuned example.
 
-`matched`: 2 env runners x 8 envs (gymnasium's native vector CartPole, as rxrl uses),
+`matched`: 2 env runners x 8 envs (RLlib's default gymnasium "sync" vectorization: with
+gymnasium's native `CartPoleVectorEnv`, which rxrl uses, RLlib 2.60 did not learn at all —
+the return stayed ~30 for 100k steps — presumably its NEXT_STEP-only autoreset),
 fragments of 64, train batch 1024, 10 epochs of minibatch 256, lr 2e-3, no KL penalty, no
 value clipping (`vf_clip_param=inf`), `vf_loss_coeff = vf_coef / 2` (RLlib weights the plain
 MSE), grad clip 0.5 by global norm, 64x64 tanh with separate value trunk, mean return over
@@ -37,8 +39,7 @@ def config(m: s.Matched, seed: int, tuned: bool) -> Any:
             model_config=model.DefaultModelConfig(fcnet_hiddens=[32], fcnet_activation="linear",
                                                   vf_share_layers=True))
     cfg = cfg.env_runners(num_env_runners=m.num_workers, num_envs_per_env_runner=m.envs_per_worker,
-                          rollout_fragment_length=m.fragment_length,
-                          gym_env_vectorize_mode="vector_entry_point")
+                          rollout_fragment_length=m.fragment_length)
     cfg = cfg.training(
         lr=m.lr, gamma=m.gamma, lambda_=m.lam, clip_param=m.clip_coef, vf_clip_param=math.inf,
         vf_loss_coeff=m.vf_coef / 2, entropy_coeff=m.ent_coef, grad_clip=m.max_grad_norm,
@@ -89,7 +90,9 @@ def run(m: s.Matched, seed: int, budget_steps: int, tuned: bool = False) -> s.Ru
             sampled = int(_get(result, "env_runners", "num_env_steps_sampled_lifetime"))
             # PPO trains on everything it samples (RLlib's own "trained" counter counts each
             # epoch's passes)
-            returns.extend(float(r) for r in _get(result, "env_runners", RETURNS_KEY, default=[]))
+            finished = _get(result, "env_runners", RETURNS_KEY, default=[])
+            # a list of returns, or a bare number when one episode ended
+            returns.extend(float(r) for r in (finished if isinstance(finished, list) else [finished]))
             record.learner_s = learner_time[0]
             mean = sum(returns) / len(returns) if returns else math.nan
             record.add(time.perf_counter() - start, sampled, sampled, mean)

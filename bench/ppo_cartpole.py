@@ -111,6 +111,7 @@ class Figures:
     time_to_target_s: float | None  # median over seeds; a seed that never got there counts as +inf
     steps_to_target: float | None
     reached: int  # seeds that reached the target
+    not_before_s: float | None  # when no seed reached it: the shortest training time that did not
     setup_s: float | None
     peak_pss_mb: float | None
     peak_rss_mb: float | None
@@ -141,6 +142,7 @@ def figures(system: str, records: list[s.RunRecord]) -> Figures:
         time_to_target_s=_median([math.inf if h is None else h.time_s for h in hits]),
         steps_to_target=_median([math.inf if h is None else float(h.env_steps_sampled) for h in hits]),
         reached=sum(h is not None for h in hits),
+        not_before_s=min((r.train_s for r in ok), default=None) if ok and not any(hits) else None,
         setup_s=per_run(lambda r: r.setup_s),
         peak_pss_mb=per_run(lambda r: r.peak_pss_mb),
         peak_rss_mb=per_run(lambda r: r.peak_rss_mb),
@@ -154,16 +156,29 @@ RATIO_FIELDS = {"sampled_per_s": True, "trained_per_s": True, "time_to_target_s"
 
 
 def ratios(ours: Figures, peer: Figures) -> dict[str, float | None]:
-    """rxrl / peer for each figure in `RATIO_FIELDS` (None where either side lacks it)."""
+    """rxrl / peer for each figure in `RATIO_FIELDS` (None where either side lacks it).
+
+    Where the peer never reached the target, `time_to_target_s_below` bounds the ratio:
+    rxrl's time over the peer's training time without reaching it.
+    """
     out: dict[str, float | None] = {}
     for name in RATIO_FIELDS:
         a, b = getattr(ours, name), getattr(peer, name)
         out[name] = a / b if a is not None and b else None
+    bound = peer.not_before_s
+    out["time_to_target_s_below"] = (ours.time_to_target_s / bound
+                                     if ours.time_to_target_s is not None and bound else None)
     return out
 
 
 def _fmt(x: float | None, spec: str = ",.0f") -> str:
     return "-" if x is None else format(x, spec)
+
+
+def _time(f: Figures) -> str:
+    if f.time_to_target_s is None and f.not_before_s is not None:
+        return f"> {f.not_before_s:.0f} (not reached)"
+    return _fmt(f.time_to_target_s, ".1f")
 
 
 def table(all_figures: list[Figures], target: float) -> str:
@@ -174,7 +189,7 @@ def table(all_figures: list[Figures], target: float) -> str:
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for f in all_figures:
         rows.append(f"| {f.system} | {f.runs} | {_fmt(f.sampled_per_s)} | {_fmt(f.trained_per_s)} | "
-                    f"{_fmt(f.time_to_target_s, '.1f')} | {_fmt(f.steps_to_target)} | {f.reached}/{f.runs} | "
+                    f"{_time(f)} | {_fmt(f.steps_to_target)} | {f.reached}/{f.runs} | "
                     f"{_fmt(f.setup_s, '.1f')} | {_fmt(f.peak_pss_mb)} | {_fmt(f.peak_rss_mb)} | "
                     f"{f.processes} |")
     ours = next((f for f in all_figures if f.system == "rxrl"), None)
@@ -186,7 +201,10 @@ def table(all_figures: list[Figures], target: float) -> str:
     for f in all_figures:
         if f.system != "rxrl":
             r = ratios(ours, f)
-            rows.append(f"| {f.system} | " + " | ".join(_fmt(r[k], ".2f") for k in RATIO_FIELDS) + " |")
+            cells = [_fmt(r[k], ".2f") for k in RATIO_FIELDS]
+            if r["time_to_target_s"] is None and r["time_to_target_s_below"] is not None:
+                cells[2] = f"< {r['time_to_target_s_below']:.2f}"
+            rows.append(f"| {f.system} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -230,6 +248,10 @@ def machine() -> dict[str, Any]:
             "platform": platform.platform(), "processor": platform.processor() or platform.machine()}
 
 
+def _commands(results: dict[str, Any]) -> list[str]:
+    return list(results.get("commands") or [results["command"]])
+
+
 def main(argv: list[str]) -> None:
     """Parse the command line, run every system for every seed, report and write results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -244,6 +266,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--tag", default="ppo_cartpole", help="results go to bench/results/<tag>.{json,png}")
     parser.add_argument("--timeout-s", type=float, default=1500, help="per run")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--no-run", action="store_true",
+                        help="run nothing: report (and plot) the --merge'd results only")
+    parser.add_argument("--merge", type=Path, action="append", default=[],
+                        help="also count the runs of an earlier results JSON (same settings), e.g. to "
+                             "add seeds or redo a peer's failed runs; failed runs there are dropped")
     args = parser.parse_args(argv)
     peers = [p for p in args.peers.split(",") if p and p != "rxrl"]
     unknown = sorted(set(peers) - set(SYSTEMS))
@@ -252,15 +279,23 @@ def main(argv: list[str]) -> None:
     systems = ["rxrl", *peers]
     seeds = [int(x) for x in args.seeds.split(",")]
     matched = s.override(s.Matched(), args.set)
-    print(f"PPO {matched.env}: {systems}, seeds {seeds}, {args.budget_steps} env steps each; "
-          f"settings {attrs.asdict(matched)}", flush=True)
+    if not args.no_run:
+        print(f"PPO {matched.env}: {systems}, seeds {seeds}, {args.budget_steps} env steps each; "
+              f"settings {attrs.asdict(matched)}", flush=True)
     records: list[s.RunRecord] = []
     with tempfile.TemporaryDirectory(prefix="rxrl-bench-") as tmp:
-        for k, seed in enumerate(seeds):
+        for k, seed in enumerate([] if args.no_run else seeds):
             order = systems[k % len(systems):] + systems[:k % len(systems)]  # rotate: A/B alternation
             records += [run_system(system, seed, args.budget_steps, args.budget_s, args.set, args.timeout_s,
                                    Path(tmp))
                         for system in order]
+    for path in args.merge:
+        earlier = json.loads(path.read_text())
+        if earlier["settings"] != json.loads(json.dumps(attrs.asdict(matched))):
+            raise SystemExit(f"--merge {path}: its settings differ from this run's")
+        merged = [s.RunRecord.from_json(r) for r in earlier["runs"]]
+        records += [r for r in merged if r.curve]
+        systems = list(dict.fromkeys([*systems, *(r.system for r in merged if r.curve)]))
     all_figures = [figures(system, [r for r in records if r.system == system]) for system in systems]
     report = table(all_figures, s.TARGET_RETURN)
     print()
@@ -268,7 +303,9 @@ def main(argv: list[str]) -> None:
     RESULTS.mkdir(exist_ok=True)
     ours = all_figures[0]
     result = {
-        "command": "python bench/ppo_cartpole.py " + " ".join(argv),
+        # how each run was made: the commands of the merged results, then this one
+        "commands": [*(c for path in args.merge for c in _commands(json.loads(path.read_text()))),
+                     *([] if args.no_run else ["python bench/ppo_cartpole.py " + " ".join(argv)])],
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": machine(),
         "versions": s.versions(["rxrl", "ray", "torch", "gymnasium", "numpy", "stable_baselines3",
@@ -281,7 +318,7 @@ def main(argv: list[str]) -> None:
         "runs": [r.to_json() for r in records],
     }
     json_path = RESULTS / f"{args.tag}.json"
-    json_path.write_text(json.dumps(result, indent=1))
+    json_path.write_text(json.dumps(result, separators=(",", ":")))
     print(f"\nwrote {json_path.relative_to(BENCH.parent)}", end="")
     if not args.no_plot:
         png = RESULTS / f"{args.tag}.png"

@@ -168,9 +168,25 @@ def since_start() -> float:
     return time.time() - start
 
 
+def rxrl_revision() -> str:
+    """The commit of the rxrl checkout, with "+dirty" if rxrl/ has uncommitted changes (the
+    tree is shared: what a run imported is what was on disk when it started)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "rxrl"], capture_output=True,
+                               text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def versions(packages: Iterable[str]) -> dict[str, str]:
-    """Installed versions of `packages` (missing ones are left out), with Python's."""
-    found = {"python": platform.python_version()}
+    """Installed versions of `packages` (missing ones are left out), with Python's and rxrl's commit."""
+    found = {"python": platform.python_version(), "rxrl_git": rxrl_revision()}
     for name in packages:
         with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)

@@ -34,8 +34,14 @@ from rxrl.rl import RolloutWorker
 PHASES = {
     "handwritten": {("worker", "sample"): "sample", ("worker", "set_weights"): "set_weights",
                     ("learner", "train"): "sgd"},
+    # the Ray backend's Host methods (``pull``/``apply``, or their ``*_both`` variants)
     "rxrl": {("worker", "pull"): "sample", ("worker", "apply"): "set_weights", ("learner", "apply"): "sgd"},
 }
+
+
+def phase_of(system: str, role: str, name: str) -> str | None:
+    """The phase of a task called ``name`` on an actor of ``role`` (None: not counted)."""
+    return PHASES[system].get((role, name.removesuffix("_both")))
 
 
 @attrs.frozen
@@ -66,19 +72,25 @@ Span = tuple[float, float]  # start, end in ms
 
 
 def roles(events: list[dict[str, Any]]) -> dict[str, str]:
-    """Worker process id -> "worker" / "learner", from the name of its constructor task."""
-    out: dict[str, str] = {}
+    """Worker process id -> "worker" / "learner": a process that samples (rxrl's ``pull``,
+    the hand-written ``sample``) is a worker, one that only trains (``apply`` / ``train``) the
+    learner. (Constructor events are not used: Ray may drop a process's oldest events.)"""
+    names: dict[str, set[str]] = defaultdict(set)
     for e in events:
-        cat = str(e.get("cat", ""))
-        if cat.startswith("task::") and cat.endswith("__init__"):
-            out[e["tid"]] = "learner" if "Learner" in cat else "worker"
+        if str(e.get("cat", "")).startswith("task::"):
+            names[e["tid"]].add(e["name"])
+    out: dict[str, str] = {}
+    for tid, seen in names.items():
+        if seen & {"pull", "pull_both", "sample"}:
+            out[tid] = "worker"
+        elif seen & {"apply", "apply_both", "train"}:
+            out[tid] = "learner"
     return out
 
 
 def breakdown(system: str, record: s.RunRecord, events: list[dict[str, Any]]) -> Breakdown:
     """Split the mean iteration of one run (see `Breakdown`)."""
     role_of = roles(events)
-    phases = PHASES[system]
     spans: dict[str, dict[str, list[Span]]] = defaultdict(lambda: defaultdict(list))  # phase -> tid -> spans
     serial: list[Span] = []
     for e in events:
@@ -90,13 +102,15 @@ def breakdown(system: str, record: s.RunRecord, events: list[dict[str, Any]]) ->
         if cat in ("task:deserialize_arguments", "task:store_outputs"):
             serial.append(span)
         elif cat.startswith("task::"):
-            phase = phases.get((role, e["name"]))
+            phase = phase_of(system, role, e["name"])
             if phase is not None:
                 spans[phase][e["tid"]].append(span)
     workers = [sorted(v) for v in spans["sample"].values()]
     sgd = sorted(s_ for v in spans["sgd"].values() for s_ in v)
     set_w = [sorted(v) for v in spans["set_weights"].values()]
-    rounds = min(len(sgd), *(len(w) for w in workers))
+    if not workers or not sgd:
+        raise SystemExit(f"{system}: the Ray timeline has no sample or train events")
+    rounds = min([len(sgd), *(len(w) for w in workers)])
     total: dict[str, float] = defaultdict(float)
     for k in range(rounds):
         first = min(w[k][0] for w in workers)

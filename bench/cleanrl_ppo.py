@@ -91,13 +91,13 @@ def run(m: s.Matched, seed: int, budget_steps: int) -> s.RunRecord:
     optimizer = torch.optim.Adam(agent.parameters(), lr=m.lr, eps=1e-5)
     next_obs = torch.as_tensor(envs.reset(seed=seed)[0], dtype=torch.float32)
     record.setup_s = s.since_start()
-    _train(m, envs, agent, optimizer, next_obs, record, budget_steps)
+    _train(m, envs, agent, optimizer, next_obs, record)
     envs.close()
     return record
 
 
 def _train(m: s.Matched, envs: gym.vector.SyncVectorEnv, agent: Agent, optimizer: torch.optim.Optimizer,
-           next_obs: torch.Tensor, record: s.RunRecord, budget_steps: int) -> None:
+           next_obs: torch.Tensor, record: s.RunRecord) -> None:
     n, t_len = m.num_envs, m.fragment_length
     obs = torch.zeros((t_len, n, *next_obs.shape[1:]))
     actions = torch.zeros((t_len, n), dtype=torch.long)

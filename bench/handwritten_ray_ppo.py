@@ -101,7 +101,7 @@ def run(m: s.Matched, seed: int, budget_steps: int, timeline: Path | None = None
         ray.get([w.get_weights.remote() for w in workers])
         ray.get(learner.__ray_ready__.remote())
         record.setup_s = s.since_start()
-        _train(workers, learner, record, budget_steps)
+        _train(workers, learner, record)
         if timeline is not None:
             ray.timeline(filename=str(timeline))
     finally:
@@ -109,7 +109,7 @@ def run(m: s.Matched, seed: int, budget_steps: int, timeline: Path | None = None
     return record
 
 
-def _train(workers: list[Any], learner: Any, record: s.RunRecord, budget_steps: int) -> None:
+def _train(workers: list[Any], learner: Any, record: s.RunRecord) -> None:
     returns: collections.deque[float] = collections.deque(maxlen=100)
     sampled = trained = 0
     weights: ray.ObjectRef[Weights] | None = None

@@ -14,12 +14,13 @@ subprocess's whole process tree. Prints, per system, the median over seeds of:
 and the ratio rxrl / peer of each. Writes ``bench/results/<tag>.json`` (every run, with its
 learning curve) and ``bench/results/<tag>.png`` (return against wall time and env steps).
 
-    python bench/ppo_cartpole.py --budget-steps 150000 --seeds 0,1,2 \\
-        --peers rllib,rllib-tuned,sb3,handwritten,cleanrl
+    python bench/ppo_cartpole.py --budget-steps 100000 --budget-s 200 --seeds 0,1,2 \\
+        --peers handwritten,rxrl-reference,cleanrl,sb3,rllib,rllib-tuned,rllib-1env
 
 Systems: ``rxrl`` (always), ``handwritten`` (bench/handwritten_ray_ppo.py), ``cleanrl``
 (bench/cleanrl_ppo.py), ``sb3``, ``rllib`` (matched settings), ``rllib-tuned`` (RLlib's own
-tuned CartPole example), ``rxrl-reference`` / ``rxrl-rx`` (the same plan on the other backends).
+tuned CartPole example), ``rllib-1env`` (matched, one env per env runner), ``rxrl-reference`` /
+``rxrl-rx`` (the same plan on the other backends).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ SYSTEMS: dict[str, tuple[str, list[str]]] = {
     "sb3": ("peer_sb3.py", []),
     "rllib": ("peer_rllib.py", []),
     "rllib-tuned": ("peer_rllib.py", ["--tuned"]),
+    "rllib-1env": ("peer_rllib.py", ["--one-env"]),
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -50,10 +51,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
                     "plot": cli_tools.plot, "replay": cli_tools.replay, "demo": _demo}
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rxrl`` console script."""
     parser, commands = build_parser()
     args = parser.parse_args(argv)
+    # SIGTERM unwinds like an error: a run closes its actors, writes its summary, stops its Ray
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return commands[args.command](args)
     except KeyboardInterrupt:
@@ -65,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(e).split()) or type(e).__name__
         print(f"rxrl {args.command}: error: {message}", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from rxrl.algos.common import (
 from rxrl.rl import A2CConfig, A2CLearner, Metrics, RolloutWorker, TrainMetrics, standardize
 
 #: The loss settings of the workers and the learner's optimizer (see docs/algorithms.md).
-LEARNER = A2CConfig(lr=1.5e-3, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
+LEARNER = A2CConfig(lr=2e-3, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
                     normalize_advantages=True)
 
 
@@ -43,6 +43,7 @@ class A3C(RolloutSettings):
     steps (``rxrl train`` sets it to ``--steps``); None keeps it constant.
     """
 
+    num_envs_per_worker: int = attrs.field(default=4, validator=int_at_least(1))
     fragment_length: int = attrs.field(default=32, validator=int_at_least(1))
     max_in_flight: int = attrs.field(default=1, validator=int_at_least(1))
     lr_decay_steps: int | None = attrs.field(default=200_000, validator=optional(int_at_least(1)))

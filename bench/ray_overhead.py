@@ -31,16 +31,6 @@ class Sink:
         return None
 
 
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    """The fastest of ``repeats`` timings of ``fn()``, in seconds."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def driver_cases(xs: list[int]) -> dict[str, Callable[[], rxrl.Plan[Any]]]:
     def src() -> rxrl.Plan[int]:
         return rxrl.from_iterable(xs)

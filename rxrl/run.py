@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import attrs
 
-from rxrl.errors import PlanError, call_site
+from rxrl.errors import PlanError, ScheduleError, call_site
 from rxrl.events import EventSink
 from rxrl.graph import Node
 from rxrl.plan import Plan
@@ -34,6 +34,9 @@ class Backend(Protocol):
     """An interpreter of plan graphs (see ``rxrl/backends/``)."""
 
     name: str
+    #: False for backends that make their own choices (and record them) instead of asking
+    #: a schedule; ``rxrl.run`` refuses a ``schedule=`` for those
+    follows_schedule: bool
 
     def execute(self, root: Node, *, schedule: Schedule | None, recorder: Recorder,
                 on_event: EventSink | None, options: dict[str, Any]) -> Execution:
@@ -169,6 +172,11 @@ def run(
     shape = fingerprint(root)
     if isinstance(schedule, Trace):
         schedule = Schedule.replay(schedule)
+    if schedule is not None and not impl.follows_schedule:
+        raise ScheduleError(
+            f"the {impl.name} backend cannot follow a schedule: it makes its choices as results "
+            "arrive and records them in run.trace; replay a trace with "
+            "rxrl.run(plan, 'reference', schedule=trace)")
     if schedule is not None:
         schedule.check_plan(shape)
     recorder = Recorder(shape, impl.name)

@@ -395,6 +395,7 @@ class ReferenceBackend:
     """``rxrl.run(plan, backend="reference")``: deterministic, single-threaded, in-process."""
 
     name = "reference"
+    follows_schedule = True
 
     def execute(self, root: g.Node, *, schedule: Schedule | None, recorder: Recorder,
                 on_event: EventSink | None, options: dict[str, Any]) -> Execution:

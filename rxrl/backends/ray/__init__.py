@@ -37,7 +37,6 @@ import ray
 from rxrl.backends.ray.host import RemoteError
 from rxrl.backends.ray.lowering import TABLE, Stream, materialize
 from rxrl.backends.ray.runtime import RayTimeoutError, RunContext
-from rxrl.errors import ScheduleError
 from rxrl.events import EventSink
 from rxrl.graph import Node
 from rxrl.run import Execution
@@ -54,15 +53,11 @@ class RayBackend:
     """``rxrl.run(plan, backend="ray")``: actors on Ray, coordination on the driver."""
 
     name = "ray"
+    follows_schedule = False
 
     def execute(self, root: Node, *, schedule: Schedule | None, recorder: Recorder,
                 on_event: EventSink | None, options: dict[str, Any]) -> Execution:
         """Start Ray if needed, create the plan's actors, and return its output stream."""
-        if schedule is not None:
-            raise ScheduleError(
-                "the ray backend cannot follow a schedule: its choices are made by the actual "
-                "completion order, and recorded in run.trace; replay a trace with "
-                "rxrl.run(plan, 'reference', schedule=trace)")
         unknown = sorted(set(options) - _OPTIONS)
         if unknown:
             raise TypeError(f"unknown option(s) {unknown} for the ray backend; it takes "

@@ -29,7 +29,6 @@ from rxrl import graph as g
 from rxrl.backends.rx.lowering import TABLE, observing
 from rxrl.backends.rx.runtime import Options, Runtime
 from rxrl.backends.rx.stream import END, Closed, Stream
-from rxrl.errors import ScheduleError
 from rxrl.events import EventSink
 from rxrl.run import Execution
 from rxrl.schedule import Recorder, Schedule
@@ -42,15 +41,11 @@ class RxBackend:
     """``rxrl.run(plan, backend="rx")``: concurrent, in-process, on reactivex schedulers."""
 
     name = "rx"
+    follows_schedule = False
 
     def execute(self, root: g.Node, *, schedule: Schedule | None, recorder: Recorder,
                 on_event: EventSink | None, options: dict[str, Any]) -> Execution:
         """Create the plan's actors (each on its own thread) and return its output stream."""
-        if schedule is not None:
-            raise ScheduleError(
-                "the rx backend makes its own choices as results arrive and records them "
-                "(run.trace); it cannot follow a schedule — replay a trace with "
-                "rxrl.run(plan, 'reference', schedule=trace)")
         runtime = Runtime(recorder, on_event, Options.parse(options))
         try:
             runtime.start_actors(actor_groups(root))

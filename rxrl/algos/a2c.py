@@ -17,11 +17,13 @@ from rxrl.algos.common import (
     env_spaces,
     instance_of,
     int_at_least,
+    join_rounds,
     make_groups,
+    rows,
     set_weights,
-    train_and_get_weights,
+    train_on_fragments,
 )
-from rxrl.rl import A2CConfig, A2CLearner, Metrics, RolloutWorker, SampleBatch, standardize
+from rxrl.rl import A2CConfig, A2CLearner, Metrics, RolloutWorker
 
 #: The learner settings `A2C` starts from (see docs/algorithms.md for how they were chosen).
 LEARNER = A2CConfig(lr=1.5e-3, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5)
@@ -53,14 +55,13 @@ def plan(config: A2C, actors: Groups[A2CLearner] | None = None) -> rxrl.Plan[Met
     """A2C as a plan: one `Metrics` record per gradient step, forever."""
     workers, learner = (actors or groups(config)).pair
     progress = Progress()
+    rounds = (rxrl.from_actors(workers, RolloutWorker.sample)  # Shards[SampleBatch]: a fragment each
+              | ops.barrier())                                # one round, all sampled with one weights
+    if config.train_batch_size > config.round_size:             # a batch of several rounds
+        rounds = rounds | ops.window(min_size=config.train_batch_size, combine=join_rounds, size=rows)
     return (
-        rxrl.from_actors(workers, RolloutWorker.sample)      # Shards[SampleBatch]: a fragment each
-        | ops.barrier()                                     # one round, all sampled with one weights
-        | ops.map(SampleBatch.concat)
-        | ops.window(min_size=config.train_batch_size, combine=SampleBatch.concat)
-        | ops.map(standardize("advantages"))
-        | ops.tap(progress.observe_samples)                 # episodes, env steps (driver side)
-        | ops.call(learner, train_and_get_weights)          # one gradient step + new weights
+        rounds
+        | ops.call(learner, train_on_fragments)             # concat, standardize, train: on the learner
         | ops.broadcast(workers, set_weights)               # reaches every worker before it samples
         | ops.map(progress.observe_trained)                 # Metrics
     )

@@ -29,6 +29,7 @@ from rxrl.rl import (
     SampleBatch,
     TrainMetrics,
     Weights,
+    standardize,
 )
 
 L = TypeVar("L", bound=Learner)
@@ -239,12 +240,23 @@ def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config
 # ------------------------------------------------------------------ items and plan functions
 
 
+def episodes_of(batch: SampleBatch) -> SampleBatch:
+    """``batch``'s episode statistics and env steps without its (large) rows."""
+    return attrs.evolve(batch.slice(0, 0), episode_returns=batch.episode_returns,
+                        episode_lengths=batch.episode_lengths, env_steps=batch.env_steps)
+
+
 @attrs.frozen(eq=False)
 class Trained:
-    """A learner's report after an update, with the weights to send to the workers."""
+    """A learner's report after an update, with the weights to send to the workers.
+
+    ``episodes``: the episodes and env steps behind the update (rows dropped), when the
+    learner assembled the batch itself (`train_on_fragments`); the driver counts them.
+    """
 
     metrics: TrainMetrics
     weights: Weights
+    episodes: SampleBatch | None = None
 
 
 class TrainsOnBatches(Protocol):
@@ -262,6 +274,30 @@ class TrainsOnBatches(Protocol):
 def train_and_get_weights(learner: TrainsOnBatches, batch: SampleBatch) -> Trained:
     """Train on ``batch``; return the report and the new weights in one reply."""
     return Trained(learner.train(batch), learner.get_weights())
+
+
+_standardize_advantages = standardize("advantages")
+
+
+def train_on_fragments(learner: TrainsOnBatches, fragments: list[SampleBatch]) -> Trained:
+    """Concatenate ``fragments``, standardize advantages over the batch, and train on it.
+
+    Runs on the learner, so that fragments go from the rollout workers to the learner as
+    object refs, never through the driver (on Ray); returns the report, the new weights and
+    the batch's episodes in one reply.
+    """
+    batch = _standardize_advantages(SampleBatch.concat(fragments))
+    return Trained(learner.train(batch), learner.get_weights(), episodes_of(batch))
+
+
+def join_rounds(rounds: list[list[SampleBatch]]) -> list[SampleBatch]:
+    """The fragments of several barrier rounds, in order (a train batch of many rounds)."""
+    return [fragment for fragments in rounds for fragment in fragments]
+
+
+def rows(fragments: list[SampleBatch]) -> int:
+    """Transitions in a round (or a joined list of rounds)."""
+    return sum(len(fragment) for fragment in fragments)
 
 
 def set_learning_rate(learner: Learner, lr: float) -> None:
@@ -286,9 +322,7 @@ class WorkerGradients:
     @staticmethod
     def of(gradients: Gradients, batch: SampleBatch) -> WorkerGradients:
         """Keep ``batch``'s episode statistics and env steps, drop its (large) rows."""
-        episodes = attrs.evolve(batch.slice(0, 0), episode_returns=batch.episode_returns,
-                                episode_lengths=batch.episode_lengths, env_steps=batch.env_steps)
-        return WorkerGradients(gradients, episodes)
+        return WorkerGradients(gradients, episodes_of(batch))
 
 
 class Progress(MetricsAccumulator):
@@ -298,7 +332,9 @@ class Progress(MetricsAccumulator):
     """
 
     def observe_trained(self, trained: Trained) -> Metrics:
-        """Close an iteration with a learner report."""
+        """Close an iteration with a learner report (and the episodes it carries, if any)."""
+        if trained.episodes is not None:
+            self.observe_samples(trained.episodes)
         return self.observe_train(trained.metrics)
 
     def observe_gradients(self, item: Tagged[WorkerGradients]) -> Tagged[WorkerGradients]:
@@ -309,7 +345,7 @@ class Progress(MetricsAccumulator):
 
 __all__ = [
     "Groups", "LearnerFactory", "Progress", "RolloutSettings", "Start", "Trained",
-    "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "float_in",
-    "instance_of", "int_at_least", "make_groups", "optional", "set_learning_rate", "set_weights",
-    "train_and_get_weights",
+    "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "episodes_of",
+    "float_in", "instance_of", "int_at_least", "join_rounds", "make_groups", "optional", "rows",
+    "set_learning_rate", "set_weights", "train_and_get_weights", "train_on_fragments",
 ]

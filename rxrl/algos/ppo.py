@@ -17,11 +17,13 @@ from rxrl.algos.common import (
     env_spaces,
     instance_of,
     int_at_least,
+    join_rounds,
     make_groups,
+    rows,
     set_weights,
-    train_and_get_weights,
+    train_on_fragments,
 )
-from rxrl.rl import Metrics, PPOConfig, PPOLearner, RolloutWorker, SampleBatch, standardize
+from rxrl.rl import Metrics, PPOConfig, PPOLearner, RolloutWorker
 
 #: The learner settings `PPO` starts from: CleanRL's PPO with a larger step size, 10 epochs,
 #: no entropy bonus and no value clipping, which learns CartPole in ~60k steps (see
@@ -59,14 +61,13 @@ def plan(config: PPO, actors: Groups[PPOLearner] | None = None) -> rxrl.Plan[Met
     """PPO as a plan: one `Metrics` record per training iteration, forever."""
     workers, learner = (actors or groups(config)).pair
     progress = Progress()
+    rounds = (rxrl.from_actors(workers, RolloutWorker.sample)  # Shards[SampleBatch]: a fragment each
+              | ops.barrier())                                # one round, all sampled with one weights
+    if config.train_batch_size > config.round_size:             # a batch of several rounds
+        rounds = rounds | ops.window(min_size=config.train_batch_size, combine=join_rounds, size=rows)
     return (
-        rxrl.from_actors(workers, RolloutWorker.sample)      # Shards[SampleBatch]: a fragment each
-        | ops.barrier()                                     # one round, all sampled with one weights
-        | ops.map(SampleBatch.concat)
-        | ops.window(min_size=config.train_batch_size, combine=SampleBatch.concat)
-        | ops.map(standardize("advantages"))
-        | ops.tap(progress.observe_samples)                 # episodes, env steps (driver side)
-        | ops.call(learner, train_and_get_weights)          # Trained: report + new weights
+        rounds
+        | ops.call(learner, train_on_fragments)             # concat, standardize, train: on the learner
         | ops.broadcast(workers, set_weights)               # reaches every worker before it samples
         | ops.map(progress.observe_trained)                 # Metrics
     )

@@ -1,13 +1,18 @@
 """What the plans promise about actors: PPO's weights reach every worker between rounds; A3C's
-weights go back only to the worker whose gradients produced them."""
+weights go back only to the worker whose gradients produced them; assembling the batch on
+the learner changes nothing but where it happens."""
 
 from __future__ import annotations
+
+import pytest
 
 import rxrl
 from rxrl import ops
 from rxrl.actors import Tagged
 from rxrl.algos import a2c, a3c, ppo
-from rxrl.rl import PPOConfig
+from rxrl.algos.common import Progress, set_weights, train_and_get_weights
+from rxrl.cli_run import deterministic_fields
+from rxrl.rl import Metrics, PPOConfig, RolloutWorker, SampleBatch, standardize
 
 
 def test_ppo_broadcasts_the_new_weights_to_every_worker_before_its_next_fragment() -> None:
@@ -47,3 +52,30 @@ def test_a3c_sends_weights_only_to_the_worker_that_sent_the_gradients() -> None:
         assert e.shard == e.item.shard  # the reply went to the sender, and to nobody else
     assert {e.shard for e in replies} == {0, 1, 2}
     assert not [e for e in events if e.kind == "call" and e.op.startswith("broadcast")]
+
+
+def driver_side_ppo(config: ppo.PPO) -> rxrl.Plan[Metrics]:
+    """PPO as it reads in textbook form: the batch is assembled and standardized on the
+    driver, then sent to the learner (what `ppo.plan` does on the learner instead)."""
+    workers, learner = ppo.groups(config).pair
+    progress = Progress()
+    return (rxrl.from_actors(workers, RolloutWorker.sample) | ops.barrier()
+            | ops.map(SampleBatch.concat)
+            | ops.window(min_size=config.train_batch_size, combine=SampleBatch.concat)
+            | ops.map(standardize("advantages")) | ops.tap(progress.observe_samples)
+            | ops.call(learner, train_and_get_weights) | ops.broadcast(workers, set_weights)
+            | ops.map(progress.observe_trained))
+
+
+@pytest.mark.parametrize("train_batch_size", [64, 96, 128])
+def test_assembling_the_batch_on_the_learner_trains_exactly_as_on_the_driver(
+        train_batch_size: int) -> None:
+    """Law: `ppo.plan` (fragments to the learner, concatenated and standardized there) yields
+    the same records as the driver-side pipeline, for batches of one round (64 rows) and of
+    several (96 and 128 rows: two rounds each)."""
+    config = ppo.PPO(num_envs_per_worker=2, fragment_length=16, train_batch_size=train_batch_size,
+                     learner=PPOConfig(minibatch_size=32, num_epochs=2), seed=5)
+    ours = [deterministic_fields(m) for m in rxrl.run(ppo.plan(config) | ops.take(3))]
+    textbook = [deterministic_fields(m) for m in rxrl.run(driver_side_ppo(config) | ops.take(3))]
+    assert ours == textbook
+    assert ours[-1]["env_steps_trained"] == 3 * (64 if train_batch_size == 64 else 128)

@@ -11,13 +11,13 @@ from rxrl.algos.common import env_spaces
 PPO_SHAPE = """\
 from_actors(RolloutWorker×2, RolloutWorker.sample)  [×2 shards]
 | barrier()
-| map(SampleBatch.concat)
-| window(min_size=256, size=len, combine=SampleBatch.concat)
-| map(standardize_advantages)
-| tap(MetricsAccumulator.observe_samples)
-| call(PPOLearner×1, train_and_get_weights)
+| call(PPOLearner×1, train_on_fragments)
 | broadcast(RolloutWorker×2, set_weights)
 | map(Progress.observe_trained)"""
+
+#: when a train batch needs several rounds, the driver joins their fragments (still refs)
+PPO_SHAPE_OF_ROUNDS = PPO_SHAPE.replace(
+    "| barrier()\n", "| barrier()\n| window(min_size=4096, size=rows, combine=join_rounds)\n")
 
 A3C_SHAPE = """\
 from_actors(RolloutWorker×3, sample_and_compute_gradients)  [×3 shards]
@@ -28,9 +28,11 @@ from_actors(RolloutWorker×3, sample_and_compute_gradients)  [×3 shards]
 | map(MetricsAccumulator.observe_train)"""
 
 
-def test_ppo_is_barrier_window_standardize_train_broadcast() -> None:
-    config = ppo.PPO(train_batch_size=256)
-    assert rxrl.show(ppo.plan(config)) == PPO_SHAPE
+def test_ppo_is_barrier_train_broadcast_with_a_window_only_for_batches_of_several_rounds() -> None:
+    assert ppo.PPO().round_size == 1024
+    assert rxrl.show(ppo.plan(ppo.PPO(train_batch_size=1024))) == PPO_SHAPE
+    assert rxrl.show(ppo.plan(ppo.PPO(train_batch_size=256))) == PPO_SHAPE
+    assert rxrl.show(ppo.plan(ppo.PPO(train_batch_size=4096))) == PPO_SHAPE_OF_ROUNDS
 
 
 def test_a2c_has_the_same_synchronous_shape_with_its_own_learner() -> None:

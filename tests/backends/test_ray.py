@@ -114,6 +114,44 @@ def test_an_async_union_reads_at_most_one_item_ahead_per_input() -> None:
     assert fast.pulled < 40
 
 
+class Gate:
+    """A gate that actors wait at until the test opens it."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+
+    def wait(self, timeout: float) -> bool:
+        return self.opened.wait(timeout)
+
+    def open(self) -> None:
+        self.opened.set()
+
+
+def test_a_broadcast_moves_on_while_its_effects_run_and_they_land_in_order() -> None:
+    """The driver does not wait for a broadcast's effects: with the first effect held on
+    every actor, ``max_pending_broadcasts`` items still pass; once it lands, every actor has
+    applied every item, in order."""
+    remote: Any = ray.remote
+    gate = remote(num_cpus=0, max_concurrency=4)(Gate).remote()  # 2 waits + open
+    ledger = new_ledger()
+    group = logged_workers(2, ledger)
+
+    def held(worker: LoggedWorker, x: int) -> None:
+        if x == 1:
+            assert ray.get(gate.wait.remote(60.0)), "the gate was never opened"
+        ray.get(ledger.note.remote("weights", worker.index, x))
+
+    plan = rxrl.from_iterable(range(1, 9)) | ops.broadcast(group, held)
+    with rxrl.run(plan, "ray", max_pending_broadcasts=3, timeout_s=90) as run:
+        assert [next(run) for _ in range(3)] == [1, 2, 3]  # while the first effect is held
+        assert ray.get(ledger.read.remote()) == []
+        gate.open.remote()
+        assert list(run) == [4, 5, 6, 7, 8]
+    notes = ray.get(ledger.read.remote())
+    for index in (0, 1):
+        assert [e[2] for e in notes if e[1] == index] == list(range(1, 9))
+
+
 # --------------------------------------------------------------- values stay off the driver
 
 #: how often a Payload was unpickled in this process (the driver, here)
@@ -245,6 +283,8 @@ def test_unknown_and_invalid_options_are_refused() -> None:
         rxrl.run(rxrl.from_iterable([1]), "ray", adress="auto")
     with pytest.raises(ValueError, match="timeout_s"):
         rxrl.run(rxrl.from_iterable([1]), "ray", timeout_s=0)
+    with pytest.raises(ValueError, match="max_pending_broadcasts must be an integer >= 1"):
+        rxrl.run(rxrl.from_iterable([1]), "ray", max_pending_broadcasts=0)
 
 
 def test_a_group_option_ray_refuses_names_the_group() -> None:

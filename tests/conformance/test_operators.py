@@ -116,6 +116,31 @@ def test_user_function_errors_name_the_operator(backend: str) -> None:
     assert isinstance(e.value.__cause__, ZeroDivisionError)
 
 
+def refuse_three(adder: Adder, x: int) -> None:
+    """A broadcast effect that fails on item 3."""
+    if x == 3:
+        raise ValueError("bad weights")
+
+
+@pytest.mark.parametrize("pending", [1, 4])
+def test_a_failed_broadcast_is_raised_within_max_pending_broadcasts_items(
+        backend: str, pending: int) -> None:
+    """Law: an exception in a broadcast's effect on item x is raised by the run, naming the
+    broadcast, before the stream ends; the reference raises it before x passes on, the
+    concurrent backends (which do not wait for effects) at most ``max_pending_broadcasts``
+    pulls later — so the output is 1..k with 2 <= k <= 2 + pending."""
+    plan = rxrl.from_iterable([1, 2, 3, 4, 5, 6, 7, 8]) | ops.broadcast(rxrl.actors(Adder, 2),
+                                                                        refuse_three)
+    options = {} if backend == "reference" else {"max_pending_broadcasts": pending}
+    out: list[int] = []
+    with rxrl.run(plan, backend, **options) as run, pytest.raises(
+            rxrl.OperatorError, match=r"broadcast\(Adder×2, refuse_three\)") as e:
+        out.extend(run)
+    assert isinstance(e.value.__cause__, ValueError)
+    assert out == list(range(1, len(out) + 1))
+    assert 2 <= len(out) <= (2 if backend == "reference" else 2 + pending)
+
+
 def test_errors_inside_shards_name_the_operator(backend: str) -> None:
     group = rxrl.actors(Counter, 2)
     plan = rxrl.from_actors(group, Counter.next) | ops.map(lambda x: 1 // (x - 1)) | ops.barrier()

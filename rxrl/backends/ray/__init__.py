@@ -9,6 +9,7 @@
   host actors reused across runs (``iterable_hosts`` of them; an iterable that cannot be
   pickled, e.g. a generator, runs on the driver instead).
 - Driver operators run on the driver; ``gather``/``barrier``/``call`` wait with ``ray.wait``;
+  ``broadcast`` submits its effects and moves on (Ray keeps each actor's calls in order);
   async ``union``/``concurrently`` run each input in a driver thread with a one-item buffer.
   Values made by actors stay in the object store until a driver operator looks at them.
 - Every choice (gather, async union) is recorded; ``rxrl.run(plan, "reference",
@@ -24,6 +25,9 @@ Options of ``rxrl.run(plan, backend="ray", **options)``:
 - ``start_timeout_s`` (default 300): the longest the run waits for its actors to be placed
   and constructed.
 - ``iterable_hosts`` (default 4): how many pooled hosts run ``from_iterables`` shards.
+- ``max_pending_broadcasts`` (default 4): how many broadcasts may still be running on the
+  actors while the stream moves on; a failed one is raised at a later pull of the stream
+  (at the latest this many pulls later, or when the stream ends).
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ from rxrl.walk import lower
 
 __all__ = ["BACKEND", "RayBackend", "RayTimeoutError", "RemoteError"]
 
-_OPTIONS = frozenset({"address", "init_options", "timeout_s", "start_timeout_s", "iterable_hosts"})
+_OPTIONS = frozenset({"address", "init_options", "timeout_s", "start_timeout_s", "iterable_hosts",
+                      "max_pending_broadcasts"})
 log = logging.getLogger(__name__)
 
 
@@ -67,8 +72,11 @@ class RayBackend:
         iterable_hosts = options.get("iterable_hosts", 4)
         if isinstance(iterable_hosts, bool) or not isinstance(iterable_hosts, int) or iterable_hosts < 1:
             raise ValueError(f"iterable_hosts must be an integer >= 1, got {iterable_hosts!r}")
+        pending = options.get("max_pending_broadcasts", 4)
+        if isinstance(pending, bool) or not isinstance(pending, int) or pending < 1:
+            raise ValueError(f"max_pending_broadcasts must be an integer >= 1, got {pending!r}")
         connect(options.get("address"), options.get("init_options"))
-        ctx = RunContext(recorder, on_event, timeout_s, start_timeout_s, iterable_hosts)
+        ctx = RunContext(recorder, on_event, timeout_s, start_timeout_s, iterable_hosts, pending)
         try:
             out = lower(root, TABLE, ctx, self.name)
             assert isinstance(out, Stream), "validate() guarantees a driver root"

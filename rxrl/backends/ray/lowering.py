@@ -244,6 +244,26 @@ def _broadcast(ctx: RunContext, node: g.Broadcast, nid: int, ins: list[Lowered])
     assert isinstance(src, Stream)
     state = ctx.state(node.group)
     state.effects[nid] = cast(g.Broadcast, ship(node))
+    # the broadcasts submitted and not yet settled, oldest first: Ray runs one caller's calls
+    # to an actor in submission order, so the effect of x lands before any later request to
+    # that actor without the driver waiting for its reply (which would cost a round trip)
+    running: deque[tuple[Encoded, list[Pending]]] = deque()
+
+    def settle(keep: int) -> None:
+        """Settle landed broadcasts, and the oldest until ``keep`` are left; raise failures."""
+        while running and (len(running) > keep or ctx.landed(running[0][1])):
+            item, pending = running.popleft()
+            ctx.wait_all(pending, node, partial(repr, node.group))
+            for member, p in zip(state.members, pending, strict=True):
+                status = ctx.settle(p, member, node)
+                # None: the actor was restarted, and its refresh re-applied the latest item —
+                # this one, unless a recovery from another thread refreshed it before this
+                # was the latest; a newer item of this broadcast supersedes it either way
+                while (status is None and state.latest.get(nid) is item
+                       and member.refreshed.get(nid) is not item):
+                    status = ctx.settle(member.apply(nid, item, both=True), member, node, wait=True)
+                if isinstance(status, Failure):
+                    raise_failure(status)
 
     def effects() -> Iterator[Any]:
         for x in src.items:
@@ -255,16 +275,10 @@ def _broadcast(ctx: RunContext, node: g.Broadcast, nid: int, ins: list[Lowered])
             for i, member in enumerate(state.members):
                 ctx.effect(nid, node, i, x)
                 pending.append(member.apply(nid, item, both=True))  # one small reply
-            ctx.wait_all(pending, node, partial(repr, node.group))
-            for member, p in zip(state.members, pending, strict=True):
-                status = ctx.settle(p, member, node)
-                # None: the actor was restarted; its refresh applied x, unless an earlier
-                # recovery (from another thread) refreshed it before x was the latest
-                while status is None and member.refreshed.get(nid) is not item:
-                    status = ctx.settle(member.apply(nid, item, both=True), member, node, wait=True)
-                if isinstance(status, Failure):
-                    raise_failure(status)
+            running.append((item, pending))
             yield x
+            settle(ctx.max_pending_broadcasts - 1)
+        settle(0)  # the stream ends once every effect landed
 
     return Stream(effects(), src.form)
 

@@ -41,8 +41,10 @@ class RunContext:
     """The state of one run on the driver; lowering functions receive it."""
 
     def __init__(self, recorder: Recorder, on_event: EventSink | None, timeout_s: float | None,
-                 start_timeout_s: float | None, iterable_hosts: int) -> None:
+                 start_timeout_s: float | None, iterable_hosts: int,
+                 max_pending_broadcasts: int = 4) -> None:
         self.recorder = recorder
+        self.max_pending_broadcasts = max_pending_broadcasts
         self.on_event = on_event
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
@@ -166,6 +168,12 @@ class RunContext:
             raise self.timeout(node, wheres())
         first = ready[0]
         return next(j for j, p in enumerate(heads) if p.status == first)
+
+    def landed(self, pending: list[Pending]) -> bool:
+        """Whether every request in ``pending`` has completed (without waiting)."""
+        remote = [p.status for p in pending if p.local is None]
+        return not remote or len(ray.wait(remote, num_returns=len(remote), timeout=0)[0]) == len(
+            remote)
 
     def wait_all(self, pending: list[Pending], node: g.Node, wheres: Callable[[], str]) -> None:
         """Return once every request in ``pending`` completed."""

@@ -235,7 +235,9 @@ def broadcast(group: ActorGroup[A], fn: Callable[[A, T], object]) -> Op[T, T]:
     """``fn(actor, x)`` on every actor of ``group`` (index order); ``x`` passes on.
 
     The effect reaches each actor before any later request to that actor (e.g. new weights
-    before the next ``sample``).
+    before the next ``sample``). The reference interpreter applies it before ``x`` passes
+    on; the rx and Ray backends queue it on the actors and move on, so an exception in
+    ``fn`` is raised at a later pull (at most ``max_pending_broadcasts`` items later).
 
     >>> import rxrl
     >>> from rxrl import ops

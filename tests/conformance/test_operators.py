@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 
@@ -131,7 +132,7 @@ def test_a_failed_broadcast_is_raised_within_max_pending_broadcasts_items(
     pulls later — so the output is 1..k with 2 <= k <= 2 + pending."""
     plan = rxrl.from_iterable([1, 2, 3, 4, 5, 6, 7, 8]) | ops.broadcast(rxrl.actors(Adder, 2),
                                                                         refuse_three)
-    options = {} if backend == "reference" else {"max_pending_broadcasts": pending}
+    options: dict[str, Any] = {} if backend == "reference" else {"max_pending_broadcasts": pending}
     out: list[int] = []
     with rxrl.run(plan, backend, **options) as run, pytest.raises(
             rxrl.OperatorError, match=r"broadcast\(Adder×2, refuse_three\)") as e:

@@ -122,9 +122,13 @@ class Host:
         self.chains: dict[Hashable, Chain] = {}
         self.running: dict[Hashable, Iterator[Any]] = {}
         self.effects: dict[int, g.Broadcast | g.Call] = {}
+        #: the key of the actor's only chain (what ``next`` pulls), if it has exactly one
+        self.only: Hashable = None
         if spec is None:
             return
         self.chains.update(spec.chains.items())
+        if len(spec.chains) == 1:
+            (self.only,) = spec.chains
         self.effects.update(spec.effects)
         try:
             self.instance = spec.make(spec.index)
@@ -147,12 +151,25 @@ class Host:
         """``OK``, or the failure of the constructor."""
         return self.broken or OK
 
+    # Ray charges every task argument a fixed cost (~70 us for the first, ~17 us for each
+    # more, on 2 cores): the hot methods take as few as they can. ``next`` pulls the actor's
+    # only chain with none; ``apply`` and ``effect`` take one ``header`` before the values.
+
     @ray.method(num_returns=2)
     def pull(self, key: Hashable) -> tuple[Any, Any]:
         """The next item of chain ``key``: ``(OK or a Tagged hint, item)``, ``(END, None)``, ...
 
         Two objects: the driver reads the status and may hand the item on as a ref."""
         return self.pull_both(key)
+
+    @ray.method(num_returns=2)
+    def next(self) -> tuple[Any, Any]:
+        """``pull`` of the actor's only chain."""
+        return self.pull_both(self.only)
+
+    def next_both(self) -> tuple[Any, Any]:
+        """``pull_both`` of the actor's only chain."""
+        return self.pull_both(self.only)
 
     def pull_both(self, key: Hashable) -> tuple[Any, Any]:
         """``pull`` as one object, for an item the driver is going to read anyway."""
@@ -186,24 +203,27 @@ class Host:
         return it
 
     @ray.method(num_returns=2)
-    def apply(self, fn_id: int, shape: Shape, shard: int | None, group: Any,
-              *values: Any) -> tuple[Any, Any]:
-        """``fn(instance, item)`` of the call/broadcast ``fn_id``; answers like ``pull``."""
-        return self.apply_both(fn_id, shape, shard, group, *values)
+    def apply(self, header: Header, *values: Any) -> tuple[Any, Any]:
+        """``fn(instance, item)`` of the call/broadcast the header names; answers like ``pull``."""
+        return self.apply_both(header, *values)
 
-    def apply_both(self, fn_id: int, shape: Shape, shard: int | None, group: Any,
-                   *values: Any) -> tuple[Any, Any]:
+    def apply_both(self, header: Header, *values: Any) -> tuple[Any, Any]:
         """``apply`` as one object, for a result the driver is going to read anyway."""
         if self.broken is not None:
             return self.broken, None
         if self.stale:
             return STALE, None
+        fn_id, shape, shard, group = unpack(header)
         node = self.effects[fn_id]
         try:
             y = node.fn(self.instance, rebuild(shape, shard, group, values))
         except Exception as e:
             return Failure("operator", portable(e, self.where), node.label, node.site), None
         return status_of(y), y
+
+    def effect(self, header: Header, *values: Any) -> Any:
+        """``apply`` whose result is dropped (a broadcast): its status alone."""
+        return self.apply_both(header, *values)[0]
 
     def refresh(self, effects: list[tuple[int, Shape, int | None, Any, tuple[Any, ...]]]
                 ) -> str | Failure:
@@ -235,6 +255,26 @@ class Host:
 def status_of(x: Any) -> Any:
     """``OK``, or for a Tagged item a value-less ``Tagged`` so the driver can route without it."""
     return Tagged(None, x.shard, x.group) if type(x) is Tagged else OK
+
+
+#: ``Host.apply``'s first argument: ``(fn_id, shape, shard, group)``, or, when there is no
+#: shard and group (all but tagged items), the int ``fn_id * 4 + shape number``
+Header = int | tuple[int, Shape, int | None, Any]
+SHAPES: tuple[Shape, ...] = ("value", "ref", "tagged", "list")
+
+
+def pack(fn_id: int, shape: Shape, shard: int | None, group: Any) -> Header:
+    """The header of ``apply(fn_id, item)`` for an item of ``shape``."""
+    if shard is None and group is None:
+        return fn_id * 4 + SHAPES.index(shape)
+    return fn_id, shape, shard, group
+
+
+def unpack(header: Header) -> tuple[int, Shape, int | None, Any]:
+    """``(fn_id, shape, shard, group)`` of a header."""
+    if isinstance(header, int):
+        return header >> 2, SHAPES[header & 3], None, None
+    return header
 
 
 def rebuild(shape: Shape, shard: int | None, group: Any, values: tuple[Any, ...]) -> Any:

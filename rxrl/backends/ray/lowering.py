@@ -261,7 +261,7 @@ def _broadcast(ctx: RunContext, node: g.Broadcast, nid: int, ins: list[Lowered])
                 # was the latest; a newer item of this broadcast supersedes it either way
                 while (status is None and state.latest.get(nid) is item
                        and member.refreshed.get(nid) is not item):
-                    status = ctx.settle(member.apply(nid, item, both=True), member, node, wait=True)
+                    status = ctx.settle(member.effect(nid, item), member, node, wait=True)
                 if isinstance(status, Failure):
                     raise_failure(status)
 
@@ -274,7 +274,7 @@ def _broadcast(ctx: RunContext, node: g.Broadcast, nid: int, ins: list[Lowered])
             pending = []
             for i, member in enumerate(state.members):
                 ctx.effect(nid, node, i, x)
-                pending.append(member.apply(nid, item, both=True))  # one small reply
+                pending.append(member.effect(nid, item))  # its status alone
             running.append((item, pending))
             yield x
             settle(ctx.max_pending_broadcasts - 1)

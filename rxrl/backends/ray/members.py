@@ -15,7 +15,7 @@ from ray.exceptions import ActorDiedError, RayActorError
 
 from rxrl import graph as g
 from rxrl.actors import ActorGroup, Tagged
-from rxrl.backends.ray.host import END, OK, Chain, Failure, Host, Shape
+from rxrl.backends.ray.host import END, OK, Chain, Failure, Host, Shape, pack
 from rxrl.backends.reference import local_table
 from rxrl.errors import ActorError, OperatorError
 
@@ -119,6 +119,9 @@ class Member:
         self.lock = threading.Lock()
         #: the broadcast items the last refresh re-applied (by broadcast occurrence)
         self.refreshed: dict[int, Encoded] = {}
+        chains = state.chains[index]
+        #: the key of the actor's only shard chain, pulled with ``Host.next`` (no argument)
+        self.only: int | None = next(iter(chains)) if len(chains) == 1 else None
 
     # Submissions hold the lock that a recovery holds from its refresh to its new epoch, so a
     # request's epoch says exactly whether it was sent before or after the refresh.
@@ -126,20 +129,33 @@ class Member:
     def pull(self, key: int, both: bool) -> Pending:
         """Request the next item of chain ``key``."""
         with self.lock:
-            if both:
+            if key == self.only:  # no argument to send (see Host.next)
+                if both:
+                    return Pending(self.handle.next_both.remote(), None, self.epoch, both=True)
+                status, value = self.handle.next.remote()
+            elif both:
                 return Pending(self.handle.pull_both.remote(key), None, self.epoch, both=True)
-            status, value = self.handle.pull.remote(key)
+            else:
+                status, value = self.handle.pull.remote(key)
             return Pending(status, value, self.epoch)
 
     def apply(self, fn_id: int, item: Encoded, both: bool = False) -> Pending:
         """Submit ``fn(actor, item)`` of call/broadcast ``fn_id``."""
         shape, shard, group, values = item
+        header = pack(fn_id, shape, shard, group)
         with self.lock:
             if both:
-                return Pending(self.handle.apply_both.remote(fn_id, shape, shard, group, *values),
-                               None, self.epoch, both=True)
-            status, value = self.handle.apply.remote(fn_id, shape, shard, group, *values)
+                return Pending(self.handle.apply_both.remote(header, *values), None, self.epoch,
+                               both=True)
+            status, value = self.handle.apply.remote(header, *values)
             return Pending(status, value, self.epoch)
+
+    def effect(self, fn_id: int, item: Encoded) -> Pending:
+        """Submit ``fn(actor, item)`` of broadcast ``fn_id``, answering with its status alone."""
+        shape, shard, group, values = item
+        with self.lock:
+            return Pending(self.handle.effect.remote(pack(fn_id, shape, shard, group), *values),
+                           None, self.epoch)
 
     def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
         """After a restart: re-apply the latest broadcasts, then carry on; else raise."""

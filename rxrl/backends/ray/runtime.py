@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -241,6 +243,8 @@ class RunContext:
             closer()
         for handle in self.created:
             kill(handle)
+        if self.created and ray.is_initialized():
+            self._await_killed()
         if self.pool_hosts and ray.is_initialized():
             releases = {h.release.remote(self.run_id): h for h in self.pool_hosts}
             # releases queue behind the run's last requests: a host that cannot finish them
@@ -249,6 +253,18 @@ class RunContext:
             for ref, host in releases.items():
                 if ref not in done:
                     POOL.discard(host)
+
+
+    def _await_killed(self, timeout_s: float = 5.0) -> None:
+        """Return once Ray no longer lists the run's actors (``ray.kill`` only requests the
+        kill), so that a closed run leaves no actor behind; give up after ``timeout_s``."""
+        prefix = f"rxrl:{self.run_id}:"
+        deadline = time.monotonic() + timeout_s
+        with contextlib.suppress(Exception):  # Ray shut down underneath us
+            while any(n.startswith(prefix) for n in ray.util.list_named_actors()):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.005)
 
 
 def describe_shards(shards: list[Shard], live: Iterator[int] | list[int]) -> str:

@@ -34,8 +34,11 @@ from rxrl.rl import RolloutWorker
 PHASES = {
     "handwritten": {("worker", "sample"): "sample", ("worker", "set_weights"): "set_weights",
                     ("learner", "train"): "sgd"},
-    # the Ray backend's Host methods (``pull``/``apply``, or their ``*_both`` variants)
-    "rxrl": {("worker", "pull"): "sample", ("worker", "apply"): "set_weights", ("learner", "apply"): "sgd"},
+    # the Ray backend's Host methods (``next``/``pull`` for a sample, ``effect`` for a broadcast,
+    # ``apply`` for a call, or their ``*_both`` variants)
+    "rxrl": {("worker", "next"): "sample", ("worker", "pull"): "sample",
+             ("worker", "effect"): "set_weights", ("worker", "apply"): "set_weights",
+             ("learner", "apply"): "sgd"},
 }
 
 
@@ -72,7 +75,7 @@ Span = tuple[float, float]  # start, end in ms
 
 
 def roles(events: list[dict[str, Any]]) -> dict[str, str]:
-    """Worker process id -> "worker" / "learner": a process that samples (rxrl's ``pull``,
+    """Worker process id -> "worker" / "learner": a process that samples (rxrl's ``next``,
     the hand-written ``sample``) is a worker, one that only trains (``apply`` / ``train``) the
     learner. (Constructor events are not used: Ray may drop a process's oldest events.)"""
     names: dict[str, set[str]] = defaultdict(set)
@@ -81,7 +84,7 @@ def roles(events: list[dict[str, Any]]) -> dict[str, str]:
             names[e["tid"]].add(e["name"])
     out: dict[str, str] = {}
     for tid, seen in names.items():
-        if seen & {"pull", "pull_both", "sample"}:
+        if seen & {"next", "next_both", "pull", "pull_both", "sample"}:
             out[tid] = "worker"
         elif seen & {"apply", "apply_both", "train"}:
             out[tid] = "learner"

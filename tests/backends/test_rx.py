@@ -116,13 +116,20 @@ def test_actors_shared_by_async_branches_see_the_replayed_call_order() -> None:
               | ops.broadcast(group, lambda a, r: a.poke(len(r))))
     plan = ops.union(sampled, called, rounds, mode="async")
     for _ in range(15):
-        with rxrl.run(plan, "rx") as run:
-            out = list(run)
-            trace = run.trace
-        logs = [a.calls for a in registry.fresh()]
-        assert list(rxrl.run(plan, "reference", schedule=trace)) == out
-        assert [a.calls for a in registry.fresh()] == logs
-        assert len(out) == 12 + 6 + 2
+        assert len(assert_replays(plan, registry)) == 12 + 6 + 2
+
+
+def assert_replays(plan: rxrl.Plan[Any], registry: Registry) -> list[Any]:
+    """Run ``plan`` on rx, replay its trace on the reference, and check that the output and
+    every actor's call log are reproduced; return the output."""
+    registry.fresh()
+    with rxrl.run(plan, "rx") as run:
+        out = list(run)
+        trace = run.trace
+    logs = [a.calls for a in registry.fresh()]
+    assert list(rxrl.run(plan, "reference", schedule=trace)) == out
+    assert [a.calls for a in registry.fresh()] == logs
+    return out
 
 
 @st.composite
@@ -156,13 +163,7 @@ def test_the_replay_law_holds_for_actor_logs_too() -> None:
     @settings(max_examples=40)
     @given(shared_actor_plans(group))
     def law(plan: rxrl.Plan[Any]) -> None:
-        registry.fresh()
-        with rxrl.run(plan, "rx") as run:
-            out = list(run)
-            trace = run.trace
-        logs = [a.calls for a in registry.fresh()]
-        assert list(rxrl.run(plan, "reference", schedule=trace)) == out
-        assert [a.calls for a in registry.fresh()] == logs
+        assert_replays(plan, registry)
 
     law()
 

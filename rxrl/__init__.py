@@ -15,6 +15,7 @@ from rxrl.errors import ActorError, OperatorError, PlanError, RxrlError, Schedul
 from rxrl.events import Event, log_events
 from rxrl.interop import from_observable, to_observable
 from rxrl.plan import Collect, LocalOp, Op, Plan, Shards
+from rxrl.ready import NOT_READY, NotReady
 from rxrl.run import Backend, Run, register_backend, run
 from rxrl.schedule import Schedule, Trace
 from rxrl.show import show
@@ -23,7 +24,7 @@ from rxrl.sources import from_actors, from_iterable, from_iterables
 __version__ = "0.1.0"
 
 __all__ = [
-    "ActorError", "ActorGroup", "Backend", "Collect", "Event", "LocalOp", "Op", "OperatorError",
+    "NOT_READY", "ActorError", "ActorGroup", "Backend", "Collect", "Event", "LocalOp", "NotReady", "Op", "OperatorError",
     "Plan", "PlanError", "Run", "RxrlError", "Schedule", "ScheduleError", "Shards", "Tagged",
     "Trace", "actors", "from_actors", "from_iterable", "from_iterables", "from_observable", "indexed_actors",
     "log_events", "ops", "register_backend", "run", "show", "to_observable",

@@ -129,13 +129,13 @@ class Logger:
     """
 
     def __init__(self, out: Path, resumed: bool = False) -> None:
-        from tensorboardX import SummaryWriter  # type: ignore[import-untyped]
+        from tensorboardX import SummaryWriter
 
         self.path = out / "metrics.csv"
         self._append = resumed and self.path.exists() and self.path.stat().st_size > 0
         self._file: IO[str] = self.path.open("a" if self._append else "w", newline="")
         self._csv: csv.DictWriter[str] | None = None
-        self._tb: Any = SummaryWriter(logdir=str(out / "tb"))
+        self._tb = SummaryWriter(logdir=str(out / "tb"))
 
     def write(self, m: Metrics) -> None:
         """Log one record (env steps sampled are TensorBoard's step)."""

@@ -1,10 +1,11 @@
 """rxrl.rl: the reinforcement-learning layer — batches, advantage estimation, policies,
-rollout workers, learners and metrics. Plain Python objects: no dependency on ray or on the
+rollout workers, learners, replay buffers and metrics. Plain Python objects: no dependency on ray or on the
 plan core, so they run in-process under the reference interpreter and inside Ray actors.
 """
 
 from rxrl.rl.batch import COLUMNS, SampleBatch, standardize
-from rxrl.rl.config import A2CConfig, PolicyConfig, PPOConfig
+from rxrl.rl.config import A2CConfig, DQNConfig, PolicyConfig, PPOConfig, QNetConfig, ReplayConfig
+from rxrl.rl.dqn import DQNLearner
 from rxrl.rl.env import EnvSpaces, make_vector_env
 from rxrl.rl.gae import compute_gae, vtrace
 from rxrl.rl.learner import A2CLearner, Learner, PPOLearner
@@ -17,6 +18,13 @@ from rxrl.rl.policy import (
     Weights,
     make_policy,
 )
+from rxrl.rl.qnet import QNetwork, make_q_network
+from rxrl.rl.qworker import QRolloutWorker
+from rxrl.rl.replay import PrioritizedReplayBuffer, ReplayBuffer, make_replay_buffer
+from rxrl.rl.schedules import LinearSchedule, apex_epsilon, epsilon_schedule
+from rxrl.rl.shard import ReplayShard
+from rxrl.rl.sumtree import SumTree
+from rxrl.rl.transitions import TransitionBatch
 from rxrl.rl.worker import RolloutWorker
 
 __all__ = [
@@ -25,23 +33,39 @@ __all__ = [
     "A2CLearner",
     "ActorCritic",
     "CategoricalActorCritic",
+    "DQNConfig",
+    "DQNLearner",
     "EnvSpaces",
     "GaussianActorCritic",
     "Gradients",
     "Learner",
+    "LinearSchedule",
     "Metrics",
     "MetricsAccumulator",
     "PPOConfig",
     "PPOLearner",
     "PolicyConfig",
+    "PrioritizedReplayBuffer",
+    "QNetConfig",
+    "QNetwork",
+    "QRolloutWorker",
+    "ReplayBuffer",
+    "ReplayConfig",
+    "ReplayShard",
     "RolloutWorker",
     "SampleBatch",
     "SampleMetrics",
+    "SumTree",
     "TrainMetrics",
+    "TransitionBatch",
     "Weights",
     "a2c_loss",
+    "apex_epsilon",
     "compute_gae",
+    "epsilon_schedule",
     "make_policy",
+    "make_q_network",
+    "make_replay_buffer",
     "make_vector_env",
     "ppo_loss",
     "standardize",

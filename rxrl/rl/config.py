@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import attrs
@@ -23,6 +24,11 @@ _nonneg = v.ge(0.0)
 def _optional_positive(_inst: object, attribute: attrs.Attribute[float | None], value: float | None) -> None:
     if value is not None and not value > 0.0:
         raise ValueError(f"{attribute.name} must be None or > 0, got {value!r}")
+
+
+def _tau(inst: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < value <= 1.0:
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be in (0, 1], got {value!r}")
 
 
 # Typed as optional so that attrs infers the optional field type from the default.
@@ -80,6 +86,110 @@ class PPOConfig:
     adam_eps: float = attrs.field(default=1e-5, validator=v.gt(0.0))
 
 
+def _int_at_least(minimum: int) -> Callable[[object, attrs.Attribute[int], int], None]:
+    def check(inst: object, attribute: attrs.Attribute[int], value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{type(inst).__name__}.{attribute.name} must be an integer >= {minimum}, "
+                             f"got {value!r}")
+
+    return check
+
+
+def _unit_interval(inst: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be in [0, 1], got {value!r}")
+
+
+def _optional_int_at_least_1(inst: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be None or an integer >= 1, "
+                         f"got {value!r}")
+
+
+_NO_ANNEALING: int | None = None
+_DQN_GRAD_CLIP: float | None = 10.0
+
+
+@attrs.frozen
+class QNetConfig:
+    """Architecture of the MLP Q-network built by `rxrl.rl.qnet.make_q_network`.
+
+    `hidden_sizes` are the trunk widths; with `dueling` the trunk feeds a value head and an
+    advantage head, `Q = V + A - mean(A)` (Wang et al. 2016), instead of one Q head.
+    """
+
+    hidden_sizes: tuple[int, ...] = attrs.field(default=(256, 256), validator=_positive_ints)
+    activation: Activation = attrs.field(default="relu", validator=v.in_(("tanh", "relu")))
+    dueling: bool = False
+
+
+@attrs.frozen
+class ReplayConfig:
+    """A replay buffer or shard: size, batch size, when sampling starts, prioritization.
+
+    `capacity` transitions are kept (the oldest overwritten); `sample` draws `batch_size`
+    of them, and a `ReplayShard` answers `NOT_READY` until it holds `learning_starts`.
+    With `prioritized`, transitions are drawn with probability proportional to
+    `priority^alpha` and weighted by importance weights with exponent `beta`, annealed
+    linearly to `final_beta` over `beta_annealing_samples` sample calls (None: constant
+    `beta`). `priority_eps` is added to every priority so none is zero.
+    """
+
+    capacity: int = attrs.field(default=100_000, validator=_int_at_least(1))
+    batch_size: int = attrs.field(default=64, validator=_int_at_least(1))
+    learning_starts: int = attrs.field(default=1_000, validator=_int_at_least(1))
+    prioritized: bool = False
+    alpha: float = attrs.field(default=0.6, validator=_nonneg)
+    beta: float = attrs.field(default=0.4, validator=_unit_interval)
+    final_beta: float = attrs.field(default=1.0, validator=_unit_interval)
+    beta_annealing_samples: int | None = attrs.field(
+        default=_NO_ANNEALING, validator=_optional_int_at_least_1
+    )
+    priority_eps: float = attrs.field(default=1e-6, validator=v.gt(0.0))
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("batch_size", "learning_starts"):
+            if getattr(self, name) > self.capacity:
+                raise ValueError(f"ReplayConfig.{name} ({getattr(self, name)}) must not exceed "
+                                 f"ReplayConfig.capacity ({self.capacity})")
+
+
+@attrs.frozen
+class DQNConfig:
+    """DQN's settings: the learner's, and what its workers and replay read from it.
+
+    Learner (`DQNLearner`): Adam (`lr`, `adam_eps`), Huber loss of threshold `huber_delta`
+    on TD errors, double DQN targets (`double_q`), gradients clipped to a global norm of
+    `max_grad_norm`, and every `target_update_interval` optimizer steps the target network
+    moves to `tau * online + (1 - tau) * target` (`tau = 1`: a hard copy). Bootstraps use
+    `gamma ** n_steps` per transition.
+
+    Workers (`QRolloutWorker`): `n_step`-step returns with `gamma`; epsilon-greedy from
+    `epsilon_start` to `epsilon_end` over `exploration_fraction` of the run
+    (`rxrl.rl.schedules.epsilon_schedule`). A loop or plan trains `training_intensity`
+    replayed transitions per sampled one (optimizer steps = intensity * sampled / batch size).
+
+    The defaults reach a mean return of 475 on CartPole-v1 within 100k env steps with two
+    workers (docs/rl.md, "DQN on CartPole", for the runs, seeds and commands).
+    """
+
+    lr: float = attrs.field(default=1e-3, validator=v.gt(0.0))
+    adam_eps: float = attrs.field(default=1e-8, validator=v.gt(0.0))
+    gamma: float = attrs.field(default=0.99, validator=_unit_interval)
+    n_step: int = attrs.field(default=1, validator=_int_at_least(1))
+    double_q: bool = True
+    huber_delta: float = attrs.field(default=1.0, validator=v.gt(0.0))
+    max_grad_norm: float | None = attrs.field(default=_DQN_GRAD_CLIP, validator=_optional_positive)
+    target_update_interval: int = attrs.field(default=100, validator=_int_at_least(1))
+    tau: float = attrs.field(default=1.0, validator=_tau)
+    training_intensity: float = attrs.field(default=8.0, validator=v.gt(0.0))
+    epsilon_start: float = attrs.field(default=1.0, validator=_unit_interval)
+    epsilon_end: float = attrs.field(default=0.05, validator=_unit_interval)
+    exploration_fraction: float = attrs.field(default=0.1, validator=_unit_interval)
+    replay: ReplayConfig = attrs.field(factory=ReplayConfig, validator=v.instance_of(ReplayConfig))
+    q_net: QNetConfig = attrs.field(factory=QNetConfig, validator=v.instance_of(QNetConfig))
+
+
 def check_discount(gamma: float, lam: float) -> None:
     """Raise ValueError unless 0 <= gamma <= 1 and 0 <= lam <= 1."""
     for name, value in (("gamma", gamma), ("lam", lam)):
@@ -87,4 +197,13 @@ def check_discount(gamma: float, lam: float) -> None:
             raise ValueError(f"{name} must be in [0, 1], got {value!r}")
 
 
-__all__ = ["A2CConfig", "Activation", "PPOConfig", "PolicyConfig", "check_discount"]
+__all__ = [
+    "A2CConfig",
+    "Activation",
+    "DQNConfig",
+    "PPOConfig",
+    "PolicyConfig",
+    "QNetConfig",
+    "ReplayConfig",
+    "check_discount",
+]

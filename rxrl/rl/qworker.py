@@ -80,7 +80,8 @@ class QRolloutWorker:
         self._action_offset = int(self.spaces.action.start)
         env_seed, explore_seed = np.random.SeedSequence([seed, worker_index]).generate_state(2)
         self.rng = np.random.default_rng(int(explore_seed))
-        self._obs, _ = self.env.reset(seed=int(env_seed))
+        obs, _ = self.env.reset(seed=int(env_seed))
+        self._obs = obs.copy()  # a vector env may write its next observations into this buffer
         self._resetting = np.zeros(num_envs, dtype=np.bool_)  # NEXT_STEP: this step resets
         self._episode_return = np.zeros(num_envs, dtype=np.float64)
         self._episode_length = np.zeros(num_envs, dtype=np.int64)

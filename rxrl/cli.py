@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from rxrl import cli_tools, cli_train
+from rxrl.cli_signals import INTERRUPTS, Terminated, exit_code
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -51,21 +52,54 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
                     "plot": cli_tools.plot, "replay": cli_tools.replay, "demo": _demo}
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+#: options whose value may be a negative number written like an option (``-1e9``)
+NUMERIC_OPTIONS = ("--target-return",)
+
+
+def join_negative_numbers(argv: Sequence[str]) -> list[str]:
+    """``--target-return -1e9`` as ``--target-return=-1e9``: argparse reads only plain
+    negative numbers (``-5``, ``-1.5``) as values, and takes ``-1e9`` for an option."""
+    out: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in NUMERIC_OPTIONS and i + 1 < len(args) and args[i + 1].startswith("-"):
+            try:
+                float(args[i + 1])
+            except ValueError:
+                pass
+            else:
+                out.append(f"{arg}={args[i + 1]}")
+                i += 2
+                continue
+        out.append(arg)
+        i += 1
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``rxrl`` console script."""
+    """Entry point of the ``rxrl`` console script.
+
+    SIGINT and SIGTERM end a command cleanly with status 130 or 143 (see `rxrl.cli_signals`:
+    a training run first finishes its iteration and checkpoints). The working directory is
+    searched last for modules (``--env my_envs:Env-v0``), as ``python -m`` would search it
+    first.
+    """
     parser, commands = build_parser()
-    args = parser.parse_args(argv)
-    # SIGTERM unwinds like an error: a run closes its actors, writes its summary, stops its Ray
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    args = parser.parse_args(join_negative_numbers(sys.argv[1:] if argv is None else argv))
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    INTERRUPTS.install()
+    INTERRUPTS.requested = None
     try:
         return commands[args.command](args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return exit_code(signal.SIGINT)
+    except Terminated as e:
+        print("terminated", file=sys.stderr)
+        return exit_code(e.signum)
     except Exception as e:  # a one-line error, never a traceback
         if os.environ.get("RXRL_DEBUG"):
             raise
@@ -73,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rxrl {args.command}: error: {message}", file=sys.stderr)
         return 1
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        INTERRUPTS.uninstall()
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,15 @@ import rxrl
 from rxrl.algos import get
 from rxrl.algos.common import Start, env_spaces
 from rxrl.algos.configs import from_dict, parse_assignment, with_settings
-from rxrl.cli_run import TRACE_FORMAT, deterministic_fields, load_checkpoint, same, training_plan
+from rxrl.cli_run import (
+    TRACE_FORMAT,
+    CheckpointClock,
+    deterministic_fields,
+    load_checkpoint,
+    read_metrics,
+    same,
+    training_plan,
+)
 from rxrl.rl import make_policy
 
 # ------------------------------------------------------------------------------------ show
@@ -104,18 +112,26 @@ def episode_returns(env_id: str, env_kwargs: dict[str, Any], act: Any, episodes:
 def add_plot_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rxrl plot``."""
     p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories (with metrics.csv)")
-    p.add_argument("--out", default="learning_curves.png", help="the PNG to write")
+    p.add_argument("--out", default=PLOT_NAME,
+                   help=f"the image to write, or a directory to write {PLOT_NAME} in "
+                        f"(default {PLOT_NAME})")
+
+
+#: the file ``rxrl plot`` writes (in ``--out`` when that is a directory)
+PLOT_NAME = "learning_curves.png"
 
 
 def read_curve(run: Path) -> tuple[str, dict[str, list[float]]]:
-    """A run's label and its metrics columns (ValueError if it has no readable metrics.csv)."""
+    """A run's label and its metrics columns (ValueError if it has no readable metrics.csv).
+
+    A torn last row (a run killed while writing it) is left out.
+    """
     path = run / "metrics.csv"
     if not path.is_file():
         raise ValueError(f"no metrics.csv in {run} (is it an rxrl train run directory?)")
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
+    header, rows, _ = read_metrics(path)
     needed = ("env_steps_sampled", "time_s", "episode_return_mean")
-    if not rows or any(k not in rows[0] for k in needed):
+    if not rows or any(k not in header for k in needed):
         raise ValueError(f"{path} has no metrics rows with {', '.join(needed)}")
     try:
         columns = {k: [float(r[k]) for r in rows] for k in needed}
@@ -132,15 +148,38 @@ def read_curve(run: Path) -> tuple[str, dict[str, list[float]]]:
     return label, columns
 
 
+def plot_path(out: str) -> Path:
+    """Where ``--out`` writes: ``DIR/learning_curves.png`` for a directory, else the file
+    (``.png`` added when it has no suffix, as matplotlib would)."""
+    path = Path(out)
+    if path.is_dir():
+        return path / PLOT_NAME
+    return path if path.suffix else path.with_name(path.name + ".png")
+
+
 def plot(args: argparse.Namespace) -> int:
-    """Learning curves of several runs, overlaid: return vs env steps and vs wall time."""
+    """Learning curves of several runs, overlaid: return vs env steps and vs wall time.
+
+    A run without metrics rows (empty, or just started) is skipped with a warning; the
+    command fails only when no run has any.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves = [read_curve(Path(d)) for d in args.dirs]
-    out = Path(args.out)
+    curves, skipped = [], []
+    for d in args.dirs:
+        try:
+            curves.append(read_curve(Path(d)))
+        except ValueError as e:
+            skipped.append(str(e))
+    if not curves:
+        raise ValueError(skipped[0] if len(skipped) == 1 else
+                         f"none of the {len(skipped)} runs has metrics rows ({skipped[0]}, ...)")
+    for reason in skipped:
+        print(f"rxrl plot: warning: skipping a run: {reason}", file=sys.stderr)
+    out = plot_path(args.out)
     if not out.parent.is_dir():
         raise ValueError(f"cannot write --out {out}: no directory {out.parent}")
     fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -156,8 +195,8 @@ def plot(args: argparse.Namespace) -> int:
     fig.tight_layout()
     try:
         fig.savefig(out, dpi=100)
-    except OSError as e:
-        raise ValueError(f"cannot write --out {out}: {e.strerror or e}") from None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot write --out {out}: {getattr(e, 'strerror', None) or e}") from None
     finally:
         plt.close(fig)
     print(f"wrote {out} ({len(curves)} run{'s' if len(curves) != 1 else ''})")
@@ -196,7 +235,7 @@ def replay(args: argparse.Namespace) -> int:
     if resumed:
         ckpt = load_checkpoint(resumed)
         start = Start(ckpt.learner_state, reseed=ckpt.counters.iteration)
-    plan = training_plan(algo, config, start, every, final)
+    plan = training_plan(algo, config, start, CheckpointClock(every, final))
     print(f"replaying {len(records)} iterations of {algo.name} {config.env} (seed {config.seed}, "
           f"recorded on {trace.backend or '?'}, {len(trace)} choices) on the reference backend")
     done = 0
@@ -222,5 +261,5 @@ def replay(args: argparse.Namespace) -> int:
 
 __all__ = [
     "add_eval_arguments", "add_plot_arguments", "add_replay_arguments", "add_show_arguments",
-    "episode_returns", "evaluate", "plot", "read_curve", "replay", "show",
+    "PLOT_NAME", "episode_returns", "evaluate", "plot", "plot_path", "read_curve", "replay", "show",
 ]

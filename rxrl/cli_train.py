@@ -1,19 +1,25 @@
-"""``rxrl train``: run an algorithm's plan, log metrics, checkpoint, resume, summarize."""
+"""``rxrl train``: run an algorithm's plan, log metrics, checkpoint, resume, summarize.
+
+A run never loses or mixes data: ``--out`` must be a new directory (``--resume`` continues
+one); SIGINT/SIGTERM end a run at its next record with a checkpoint of that record (see
+`rxrl.cli_signals`); a resumed run cuts its metrics back to the checkpoint it starts from,
+and leaves ``config.json`` alone until it has really started.
+"""
 
 from __future__ import annotations
 
 import argparse
-import csv
+import contextlib
 import json
 import logging
 import math
+import os
+import signal
 import sys
-import time
-from collections import deque
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, NoReturn
 
 import attrs
 
@@ -21,36 +27,44 @@ import rxrl
 from rxrl.algos import Algorithm, get
 from rxrl.algos.common import RolloutSettings, Start, env_spaces
 from rxrl.algos.configs import parse_assignment, paths, to_dict, with_settings
+from rxrl.cli_log import Logger, ProgressLine
+from rxrl.cli_machine import check_machine, check_overshoot, explain_import_failure
 from rxrl.cli_run import (
     CHECKPOINT,
     Checkpoint,
+    CheckpointClock,
     Counters,
     Snapshot,
+    check_fits,
     deterministic_fields,
     load_checkpoint,
     save_checkpoint,
     save_trace,
     training_plan,
 )
+from rxrl.cli_signals import INTERRUPTS, exit_code
+from rxrl.errors import ActorError
 from rxrl.rl import Metrics
 
 BACKENDS = ("ray", "rx", "reference")
-#: metrics columns written as integers
-COUNTS = frozenset({"iteration", "env_steps_sampled", "env_steps_trained", "episodes",
-                    "train/env_steps_trained", "train/num_updates"})
 #: ``ray.init`` options for the local Ray that ``rxrl train`` starts: no dashboard, no log noise
 RAY_INIT = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
+#: what a run directory holds; a directory with any of these is an existing run
+RUN_FILES = ("config.json", "metrics.csv", CHECKPOINT, "summary.json", "tb")
+#: restarts per rollout worker by default (a killed worker process comes back)
+WORKER_RESTARTS = 3
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rxrl train``."""
     p.add_argument("algo", help="algorithm: ppo | a2c | a3c")
-    p.add_argument("--env", help="gymnasium env id (default: the algorithm's, CartPole-v1)")
+    p.add_argument("--env", help="gymnasium env id, or module:Env-v0 to import module first "
+                                 "(default: the algorithm's, CartPole-v1)")
     p.add_argument("--backend", default="ray", help="ray (default; starts a local Ray) | rx | reference")
     p.add_argument("--workers", type=int, help="number of rollout workers")
     p.add_argument("--steps", type=int, help="env steps to train for, in total (default per algorithm)")
     p.add_argument("--seed", type=int, help="random seed (default 0)")
-    p.add_argument("--out", help="run directory (default runs/ALGO-ENV-sSEED-TIME)")
+    p.add_argument("--out", help="a new run directory (default runs/ALGO-ENV-sSEED-TIME)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. --set lr=0.001 --set policy.hidden_sizes=32,32")
     p.add_argument("--resume", metavar="DIR", help="continue from the checkpoint in run directory DIR")
@@ -58,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="env steps between checkpoints (default 25000)")
     p.add_argument("--target-return", type=float, metavar="R",
                    help="stop early once the mean episode return (last 100 episodes) reaches R")
+    p.add_argument("--worker-restarts", type=int, default=WORKER_RESTARTS, metavar="N",
+                   help="times the ray backend restarts a rollout worker whose process died "
+                        f"(default {WORKER_RESTARTS}; 0: a dead worker ends the run; -1: no limit)")
     p.add_argument("--trace", metavar="FILE", help="save the run's trace for `rxrl replay`")
     p.add_argument("--address", help="an existing Ray cluster to run on (ray backend)")
 
@@ -86,7 +103,12 @@ def configure(args: argparse.Namespace) -> tuple[Algorithm, RolloutSettings, Che
             config = _settings(config, {"lr_decay_steps": budget(args, algo)}, "--steps")
     config = _settings(config, {k: v for k, v in flags.items() if v is not None}, "option")
     config = _settings(config, overrides, "--set")
-    env_spaces(config, algo.name)
+    spaces = env_spaces(config, algo.name)
+    if resumed is not None:
+        try:
+            check_fits(resumed, config, spaces)
+        except ValueError as e:
+            raise ValueError(f"--resume {args.resume}: {e}") from None
     return algo, config, resumed
 
 
@@ -102,16 +124,35 @@ def _settings(config: RolloutSettings, settings: Mapping[str, Any], what: str) -
         raise ValueError(f"bad {what}: {e}") from None
 
 
+def run_files(path: Path) -> list[str]:
+    """The run files (`RUN_FILES`) that ``path`` already holds."""
+    return [name for name in RUN_FILES if (path / name).exists()]
+
+
 def out_dir(args: argparse.Namespace, algo: Algorithm, config: RolloutSettings) -> Path:
-    """The run directory, created and checked writable (ValueError otherwise)."""
+    """The run directory, created and checked writable (ValueError otherwise).
+
+    ``--out`` must not hold a run already, unless it is the directory being resumed.
+    """
+    resume_dir = None
+    if args.resume:
+        resume_dir = Path(args.resume)
+        resume_dir = resume_dir.parent if resume_dir.is_file() else resume_dir
     if args.out:
         path = Path(args.out)
-    elif args.resume:
-        path = Path(args.resume)
-        path = path.parent if path.is_file() else path
+        existing = run_files(path) if path.is_dir() else []
+        if existing and not (resume_dir is not None and _same_dir(path, resume_dir)):
+            raise ValueError(f"--out {path} already holds a run ({', '.join(existing)}): "
+                             f"continue it with --resume {path}, or choose a new --out")
+    elif resume_dir is not None:
+        path = resume_dir
     else:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        path = Path("runs") / f"{algo.name}-{config.env.replace(':', '_')}-s{config.seed}-{stamp}"
+        base = Path("runs") / f"{algo.name}-{config.env.replace(':', '_')}-s{config.seed}-{stamp}"
+        path, n = base, 1
+        while path.exists() and run_files(path):  # two runs started within the same second
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".rxrl-write-test"
@@ -122,70 +163,24 @@ def out_dir(args: argparse.Namespace, algo: Algorithm, config: RolloutSettings) 
     return path
 
 
-class Logger:
-    """metrics.csv and TensorBoard scalars, one row per iteration.
-
-    A resumed run appends to the metrics.csv already in its directory; a new run replaces it.
-    """
-
-    def __init__(self, out: Path, resumed: bool = False) -> None:
-        from tensorboardX import SummaryWriter
-
-        self.path = out / "metrics.csv"
-        self._append = resumed and self.path.exists() and self.path.stat().st_size > 0
-        self._file: IO[str] = self.path.open("a" if self._append else "w", newline="")
-        self._csv: csv.DictWriter[str] | None = None
-        self._tb = SummaryWriter(logdir=str(out / "tb"))
-
-    def write(self, m: Metrics) -> None:
-        """Log one record (env steps sampled are TensorBoard's step)."""
-        row = m.as_row()
-        if self._csv is None:
-            self._csv = csv.DictWriter(self._file, fieldnames=list(row), extrasaction="ignore",
-                                       restval="")
-            if not self._append:
-                self._csv.writeheader()
-        self._csv.writerow({k: int(v) if k in COUNTS else v for k, v in row.items()})
-        for key, value in row.items():
-            if key not in ("iteration", "env_steps_sampled") and math.isfinite(value):
-                self._tb.add_scalar(key, value, global_step=m.env_steps_sampled)
-
-    def close(self) -> None:
-        """Flush and close both outputs."""
-        self._file.close()
-        self._tb.close()
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
 
 
-class ProgressLine:
-    """The live progress line on stderr: rewritten in place on a terminal, else every few seconds."""
+def write_json(path: Path, doc: Any) -> None:
+    """Write ``doc`` as JSON atomically (a reader sees the old file or the new one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, path)
 
-    def __init__(self, label: str, total: int, stream: IO[str] = sys.stderr) -> None:
-        self.label, self.total, self.stream = label, total, stream
-        self.tty = stream.isatty()
-        self.recent: deque[tuple[float, int]] = deque()
-        self.last_print = -math.inf
 
-    def update(self, m: Metrics, final: bool = False) -> None:
-        """Show ``m``; a rate over the last ~10 s of wall time."""
-        now = time.perf_counter()
-        self.recent.append((now, m.env_steps_sampled))
-        while len(self.recent) > 2 and now - self.recent[0][0] > 10:
-            self.recent.popleft()
-        if not final and now - self.last_print < (0.2 if self.tty else 5.0):
-            return
-        self.last_print = now
-        (t0, s0), (t1, s1) = self.recent[0], self.recent[-1]
-        rate = (s1 - s0) / (t1 - t0) if t1 > t0 else math.nan
-        ret = "     n/a" if math.isnan(m.episode_return_mean) else f"{m.episode_return_mean:8.1f}"
-        pct = min(100.0, 100.0 * m.env_steps_sampled / self.total)
-        mins, secs = divmod(int(m.time_s), 60)
-        line = (f"{self.label} | steps {m.env_steps_sampled:>9,}/{self.total:,} ({pct:3.0f}%) | "
-                f"return {ret} | {rate:7,.0f} steps/s | {mins:d}:{secs:02d}")
-        if self.tty:
-            self.stream.write("\r" + line + ("\n" if final else ""))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+def check_target(target: float | None) -> None:
+    """``--target-return`` must be a finite number."""
+    if target is not None and not math.isfinite(target):
+        raise ValueError(f"--target-return must be a finite number, got {target}")
 
 
 def train(args: argparse.Namespace) -> int:
@@ -194,69 +189,120 @@ def train(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown backend {args.backend!r}; choose one of {list(BACKENDS)}")
     if args.checkpoint_every < 1:
         raise ValueError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+    if args.worker_restarts < -1:
+        raise ValueError(f"--worker-restarts must be >= 0 (or -1 for no limit), got {args.worker_restarts}")
+    check_target(args.target_return)
     algo, config, resumed = configure(args)
     base = resumed.counters if resumed else Counters()
     total = budget(args, algo)
     if total <= base.env_steps_sampled:
         raise ValueError(f"--steps {total} is not more than the {base.env_steps_sampled} env steps "
                          "already trained")
+    final = total - base.env_steps_sampled  # this run's share of the budget
+    if args.backend == "ray" and not args.address:
+        check_machine(config)
+    check_overshoot(config, final)
     out = out_dir(args, algo, config)
     trace_file = Path(args.trace) if args.trace else None
     if trace_file is not None and not trace_file.parent.is_dir():
         raise ValueError(f"cannot write --trace {trace_file}: no directory {trace_file.parent}")
-    (out / "config.json").write_text(json.dumps(
-        {"algo": algo.name, "config": to_dict(config), "backend": args.backend,
-         "steps": total, "resumed_from": str(resumed.path) if resumed else None}, indent=2))
+    doc = {"algo": algo.name, "config": to_dict(config), "backend": args.backend, "steps": total,
+           "resumed_from": str(resumed.path) if resumed else None}
+    if resumed is None:
+        write_json(out / "config.json", doc)
     start = Start(resumed.learner_state, reseed=base.iteration) if resumed else None
-    final = total - base.env_steps_sampled  # this run's share of the budget
-    plan = training_plan(algo, config, start, args.checkpoint_every, final, args.target_return)
+    clock = CheckpointClock(args.checkpoint_every, final, args.target_return)
+    plan = training_plan(algo, config, start, clock, args.worker_restarts)
     options: dict[str, Any] = {}
     if args.backend == "ray":
         # "local": a Ray of this run's own, never a cluster that happens to run on this machine
         options = {"address": args.address or "local",
                    "init_options": None if args.address else RAY_INIT}
-    session = Session(algo, config, args, out, total, base)
+    in_place = resumed is not None and _same_dir(out, resumed.path.parent)
+    session = Session(algo, config, args, out, total, base, resumed, in_place,
+                      config_doc=doc if resumed is not None else None)
     print(f"{session.label}: training for {total:,} env steps; writing to {out}", file=sys.stderr)
-    run = rxrl.run(plan, args.backend, **options)
-    try:
-        for snapshot in run:
-            if session.observe(snapshot):
-                break
-    except Exception:
-        session.status = "failed"
-        raise
-    finally:
-        run.close()
-        session.close()
-        if trace_file is not None:
-            save_trace(trace_file, algo.name, config, run.trace, session.records,
-                       args.checkpoint_every, final, resumed.path if resumed else None)
+    with contextlib.ExitStack() as stack:
+        run = _start(plan, args, options)
+        try:
+            for snapshot in run:
+                if session.last is None:  # from the first record on, a signal stops gracefully
+                    stack.enter_context(INTERRUPTS.graceful(lambda signum: clock.request()))
+                if session.observe(snapshot, INTERRUPTS.requested):
+                    break
+        except ActorError as e:
+            session.status = "failed"
+            _reraise(e, args.address)
+        except Exception:
+            session.status = "failed"
+            raise
+        finally:
+            run.close()
+            session.close()
+            if trace_file is not None:
+                save_trace(trace_file, algo.name, config, run.trace, session.records,
+                           args.checkpoint_every, final, resumed.path if resumed else None)
+    signum, INTERRUPTS.requested = INTERRUPTS.requested, None
     last = session.last
     print(f"{session.label}: {session.status}; return "
           f"{_fmt(last.episode_return_mean if last else math.nan)} after "
           f"{last.env_steps_sampled if last else 0:,} env steps; see {out}/summary.json")
-    return 0
+    return exit_code(signum) if signum is not None and session.status == "interrupted" else 0
+
+
+def _start(plan: rxrl.Plan[Snapshot], args: argparse.Namespace,
+           options: dict[str, Any]) -> rxrl.Run[Snapshot]:
+    from rxrl.backends.ray.connect import RayConnectError
+
+    try:
+        return rxrl.run(plan, args.backend, **options)
+    except RayConnectError as e:
+        raise ValueError(f"--address {args.address}: {e}") from None
+    except ActorError as e:
+        _reraise(e, args.address)
+
+
+def _reraise(e: ActorError, address: str | None) -> NoReturn:
+    better = explain_import_failure(e, address)
+    if better is e:
+        raise e
+    raise better from e
 
 
 class Session:
-    """One ``rxrl train`` run as its records arrive: logs, progress, checkpoints, summary."""
+    """One ``rxrl train`` run as its records arrive: logs, progress, checkpoints, summary.
+
+    ``config_doc``, when given (a resumed run), is written to config.json at the first
+    record: a resume that fails before it leaves the directory's config as it was.
+    """
 
     def __init__(self, algo: Algorithm, config: RolloutSettings, args: argparse.Namespace,
-                 out: Path, total: int, base: Counters) -> None:
+                 out: Path, total: int, base: Counters, resumed: Checkpoint | None = None,
+                 in_place: bool = False, config_doc: Any = None) -> None:
         self.algo, self.config, self.args, self.out = algo, config, args, out
         self.total, self.base, self.target = total, base, args.target_return
         self.label = f"{algo.name} {config.env} [{args.backend}]"
-        self.logger = Logger(out, resumed=base.iteration > 0)
+        self.logger = Logger(out, resumed=base if in_place else None)
         self.progress = ProgressLine(self.label, total)
         self.records: list[dict[str, float]] = []  # for --trace
         self.last: Metrics | None = None
         self.reached: Metrics | None = None
         self.best = -math.inf
         self.status = "interrupted"
+        self.signal: int | None = None
+        self.config_doc = config_doc
+        #: the counters of the checkpoint in the run directory (the resumed one, in place)
+        self.checkpointed: Counters | None = base if resumed is not None and in_place else None
 
-    def observe(self, snapshot: Snapshot) -> bool:
-        """Log, show and checkpoint one record; True once the run should stop."""
+    def observe(self, snapshot: Snapshot, stop_requested: int | None = None) -> bool:
+        """Log, show and checkpoint one record; True once the run should stop.
+
+        ``stop_requested`` (a signal number) stops the run at the first record that carries
+        a checkpoint (the clock was asked to mark the next one due).
+        """
         m = self.base.offset(snapshot.metrics)
+        if self.last is None and self.config_doc is not None:
+            write_json(self.out / "config.json", self.config_doc)
         self.last = m
         if not math.isnan(m.episode_return_mean):
             self.best = max(self.best, m.episode_return_mean)
@@ -267,12 +313,16 @@ class Session:
         if snapshot.state is not None:
             save_checkpoint(self.out / CHECKPOINT, self.algo.name, self.config, snapshot.state,
                             Counters.of(m))
+            self.checkpointed = Counters.of(m)
         if self.target is not None and m.episode_return_mean >= self.target:
             self.reached, self.status = m, "reached target"
             return True
         if m.env_steps_sampled >= self.total:
             self.status = "completed"
             return True
+        if stop_requested is not None and snapshot.state is not None:
+            self.signal = stop_requested
+            return True  # status stays "interrupted", with a checkpoint of this record
         return False
 
     def close(self) -> None:
@@ -282,6 +332,7 @@ class Session:
         if m is None:
             return
         self.progress.update(m, final=True)
+        ckpt = self.checkpointed
         doc = {
             "algo": self.algo.name, "env": self.config.env, "seed": self.config.seed,
             "backend": self.args.backend, "status": self.status, "iterations": m.iteration,
@@ -292,11 +343,16 @@ class Session:
             "reached_target": None if self.reached is None else {
                 "env_steps": self.reached.env_steps_sampled,
                 "time_s": round(self.reached.time_s, 3)},
-            "checkpoint": str(self.out / CHECKPOINT) if (self.out / CHECKPOINT).exists() else None,
+            "signal": None if self.signal is None else signal.Signals(self.signal).name,
+            "checkpoint": str(self.out / CHECKPOINT) if ckpt is not None else None,
+            # the checkpoint may predate the last record (a run killed between checkpoints)
+            "checkpoint_iteration": None if ckpt is None else ckpt.iteration,
+            "checkpoint_env_steps": None if ckpt is None else ckpt.env_steps_sampled,
+            "checkpoint_is_latest": ckpt is not None and ckpt.iteration == m.iteration,
             "config": to_dict(self.config),
             "train": None if m.train is None else attrs.asdict(m.train),
         }
-        (self.out / "summary.json").write_text(json.dumps(doc, indent=2) + "\n")
+        write_json(self.out / "summary.json", doc)
 
 
 def _num(x: float) -> float | None:
@@ -306,6 +362,6 @@ def _num(x: float) -> float | None:
 def _fmt(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.1f}"
 
-
-__all__ = ["BACKENDS", "RAY_INIT", "Logger", "ProgressLine", "Session", "add_arguments", "configure",
-           "out_dir", "train"]
+__all__ = ["BACKENDS", "RAY_INIT", "RUN_FILES", "WORKER_RESTARTS", "Logger", "ProgressLine",
+           "Session", "add_arguments", "budget", "check_target", "configure", "out_dir",
+           "run_files", "train", "write_json"]

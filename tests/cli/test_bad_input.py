@@ -76,12 +76,49 @@ CASES: dict[str, tuple[list[str], str]] = {
                              "(is it an rxrl train run directory?)"),
     "unknown show format": (["show", "ppo", "--format", "png"],
                             "rxrl show: error: unknown format 'png'; choose text, dot or mermaid"),
+    # issue 14, item 4: an existing run directory is never written over
+    "--out of an existing run": (["train", "ppo", "--backend", "reference", "--out", "{tmp}/ppo-run"],
+                                 "rxrl train: error: --out {tmp}/ppo-run already holds a run "
+                                 "(config.json, checkpoint.pt): continue it with --resume "
+                                 "{tmp}/ppo-run, or choose a new --out"),
+    # issue 14, item 5: a resume whose config does not fit the checkpoint fails before writing
+    "resume with another policy": (
+        ["train", "ppo", "--resume", "{tmp}/ppo-run", "--set", "policy.hidden_sizes=32,32"],
+        "rxrl train: error: --resume {tmp}/ppo-run: {tmp}/ppo-run/checkpoint.pt: its policy does "
+        "not fit the config (policy {'hidden_sizes': [32, 32], 'activation': 'tanh', "
+        "'shared_trunk': False, 'init_log_std': 0.0}): pi_trunk.0.weight is [64, 4] in the "
+        "checkpoint, [32, 4] in the config; 10 tensor(s) differ — resume with the policy settings "
+        "it was trained with"),
+    # issue 14, item 9
+    "--target-return nan": (["train", "ppo", "--target-return", "nan"],
+                            "rxrl train: error: --target-return must be a finite number, got nan"),
+    "a negative --target-return without =": (
+        ["train", "ppo", "--target-return", "-1e9", "--steps", "-5"],
+        "rxrl train: error: --steps must be >= 1, got -5"),
+    "--workers far beyond the machine": (
+        ["train", "ppo", "--workers", "100000"],
+        "rxrl train: error: --workers 100000: 100000 rollout workers and a learner need about "),
+    "--steps less than one iteration": (
+        ["train", "ppo", "--backend", "rx", "--workers", "100", "--steps", "20000"],
+        "rxrl train: error: --steps: one training iteration samples 51,200 env steps (100 workers "
+        "× 8 envs × 64 steps), more than the 20,000 left to train: raise --steps, or lower "
+        "--workers or --set num_envs_per_worker / fragment_length"),
+    "checkpoint with wrong-typed counters": (
+        ["eval", "{tmp}/bad-counters.pt"],
+        "rxrl eval: error: corrupt checkpoint {tmp}/bad-counters.pt: counters.iteration must be an "
+        "integer >= 0, got '3'"),
+    "--worker-restarts below -1": (["train", "ppo", "--worker-restarts", "-2"],
+                                   "rxrl train: error: --worker-restarts must be >= 0 (or -1 for "
+                                   "no limit), got -2"),
 }
 
 
 #: the cases also run through the installed console script (each process costs seconds of imports)
 THROUGH_THE_SCRIPT = ("unknown algorithm", "unsupported action space", "bad setting value",
-                      "unwritable --out", "corrupt checkpoint to eval", "not a trace")
+                      "unwritable --out", "corrupt checkpoint to eval", "not a trace",
+                      "--out of an existing run", "resume with another policy", "--target-return nan",
+                      "a negative --target-return without =", "--workers far beyond the machine",
+                      "checkpoint with wrong-typed counters")
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +135,15 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (tmp / "ppo-run").mkdir()
     save_checkpoint(tmp / "ppo-run" / "checkpoint.pt", "ppo", PPO(),
                     PPOLearner("CartPole-v1").state_dict(), Counters(env_steps_sampled=100))
+    (tmp / "ppo-run" / "config.json").write_text(CONFIG_JSON)
+    save_checkpoint(tmp / "bad-counters.pt", "ppo", PPO(), PPOLearner("CartPole-v1").state_dict(),
+                    Counters(iteration="3"))  # type: ignore[arg-type]
     return tmp
+
+
+#: the config.json of ``ppo-run``: no failed command may change it
+CONFIG_JSON = '{"algo": "ppo", "note": "written by the fixture"}\n'
+
 
 
 def argv(case: str, tmp: Path) -> list[str]:
@@ -115,6 +160,8 @@ def test_bad_input_is_a_one_line_error(case: str, files: Path, capsys: pytest.Ca
     assert code == 1, err
     assert len(err.strip().splitlines()) == 1, err
     assert err.startswith(CASES[case][1].replace("{tmp}", str(files))), err
+    assert (files / "ppo-run" / "config.json").read_text() == CONFIG_JSON
+    assert sorted(p.name for p in (files / "ppo-run").iterdir()) == ["checkpoint.pt", "config.json"]
 
 
 def test_the_console_script_reports_bad_input_in_one_line_without_a_traceback(files: Path) -> None:

@@ -36,8 +36,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-import ray
-
+from rxrl.backends.ray.connect import connect as join
 from rxrl.backends.ray.host import RemoteError
 from rxrl.backends.ray.lowering import TABLE, Stream, materialize
 from rxrl.backends.ray.runtime import RayTimeoutError, RunContext
@@ -97,13 +96,9 @@ def _seconds(options: dict[str, Any], name: str) -> float | None:
 
 
 def connect(address: str | None, init_options: dict[str, Any] | None) -> None:
-    """Initialise Ray unless it already is (then ``address``/``init_options`` are ignored)."""
-    if ray.is_initialized():
-        if address is not None or init_options:
-            log.warning("Ray is already initialised: ignoring address=%r and init_options=%r",
-                        address, init_options)
-        return
-    ray.init(address=address, **(init_options or {}))
+    """Initialise Ray unless it already is (see `rxrl.backends.ray.connect`: the driver's
+    import path reaches the workers, an address where no Ray answers fails promptly)."""
+    join(address, init_options)
 
 
 def _outputs(stream: Stream, ctx: RunContext) -> Iterator[Any]:

@@ -1,0 +1,96 @@
+"""``rxrl train``'s checks of a run against the machine and its budget, and Ray import errors
+explained: said in one line before anything starts, instead of found out by running."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+from rxrl.algos.common import RolloutSettings
+from rxrl.errors import ActorError
+
+#: resident memory of one actor process (a rollout worker or the learner: Python, torch,
+#: gymnasium, Ray's core worker), measured on CartPole with `ps` while ``rxrl train ppo`` ran
+PROCESS_MB = 330
+#: rollout workers per core beyond which a local run is refused (each is a busy process)
+WORKERS_PER_CORE = 8
+
+
+def available_mb() -> float:
+    """Memory available to new processes, in MiB (``MemAvailable``; inf where unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return math.inf
+
+
+def check_machine(config: RolloutSettings, cores: int | None = None,
+                  memory_mb: float | None = None) -> None:
+    """Refuse, in one line, a local Ray run whose workers this machine cannot hold: more
+    memory than is available, or far more workers than cores."""
+    n = config.num_workers
+    cores = cores or os.cpu_count() or 1
+    memory_mb = available_mb() if memory_mb is None else memory_mb
+    need = (n + 1) * PROCESS_MB  # the workers and the learner, one process each
+    if need > memory_mb:
+        fit = max(1, int(memory_mb // PROCESS_MB) - 1)
+        raise ValueError(
+            f"--workers {n}: {n} rollout workers and a learner need about {need / 1024:.1f} GiB "
+            f"of memory (~{PROCESS_MB} MiB per process), and {memory_mb / 1024:.1f} GiB is "
+            f"available: use at most {fit} workers here, or --address a Ray cluster")
+    if n > WORKERS_PER_CORE * cores:
+        raise ValueError(
+            f"--workers {n} is far beyond this machine's {cores} cores (each rollout worker "
+            f"is a busy process): use at most {WORKERS_PER_CORE * cores} here, or --address a "
+            "Ray cluster")
+
+
+def iteration_steps(config: RolloutSettings) -> int:
+    """Env steps one training iteration samples at least: whole barrier rounds up to the
+    train batch (PPO, A2C), or one worker's fragment (A3C, which updates per fragment)."""
+    batch = getattr(config, "train_batch_size", None)
+    if isinstance(batch, int):
+        return math.ceil(batch / config.round_size) * config.round_size
+    return config.num_envs_per_worker * config.fragment_length
+
+
+def check_overshoot(config: RolloutSettings, steps_left: int) -> None:
+    """Refuse a budget smaller than one iteration: the run would overshoot it many times."""
+    it = iteration_steps(config)
+    if it > steps_left:
+        shape = (f"{config.num_workers} workers × {config.num_envs_per_worker} envs × "
+                 f"{config.fragment_length} steps")
+        raise ValueError(
+            f"--steps: one training iteration samples {it:,} env steps ({shape}), more than "
+            f"the {steps_left:,} left to train: raise --steps, or lower --workers or --set "
+            "num_envs_per_worker / fragment_length")
+
+
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+
+
+def explain_import_failure(e: ActorError, address: str | None) -> Exception:
+    """An actor that could not be built because the Ray workers cannot import a module,
+    said in one line with how to ship it; any other error as it is."""
+    found = _NO_MODULE.search(str(e))
+    if found is None:
+        return e
+    module = found.group(1)
+    where = re.match(r"creating actor (\S+)", str(e))
+    actor = f" (actor {where.group(1)})" if where else ""
+    if address:
+        how = ("ship it to the cluster (Ray's runtime_env: {'working_dir': DIR} or "
+               "{'py_modules': [DIR]}), or install it on every node")
+    else:
+        how = ("it is importable here but not from the directories the workers search: "
+               "install it (pip install -e), or run from the directory that holds it")
+    return ValueError(f"the Ray workers cannot import module {module!r}{actor}: {how}")
+
+
+__all__ = ["PROCESS_MB", "WORKERS_PER_CORE", "available_mb", "check_machine", "check_overshoot",
+           "explain_import_failure", "iteration_steps"]

@@ -86,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     searched last for modules (``--env my_envs:Env-v0``), as ``python -m`` would search it
     first.
     """
+    # Before Ray is imported (it reads this then): Ray's C++ failure signal handler would
+    # answer a SIGTERM during start-up with a C++ stack trace and an abort (status 134).
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     parser, commands = build_parser()
     args = parser.parse_args(join_negative_numbers(sys.argv[1:] if argv is None else argv))
     if os.getcwd() not in sys.path:

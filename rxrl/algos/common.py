@@ -134,12 +134,10 @@ def env_spaces(config: RolloutSettings, algorithm: str) -> EnvSpaces:
     Raises ValueError naming the env id (unknown) or the space (unsupported). An id of the
     form ``module:Env-v0`` imports ``module`` first, as ``gymnasium.make`` does.
     """
-    module, _, name = config.env.rpartition(":")
-    if module:
-        try:
-            importlib.import_module(module)
-        except ImportError as e:
-            raise ValueError(f"cannot import the module of env {config.env!r}: {e}") from e
+    try:
+        name = registered_id(config.env)
+    except ImportError as e:
+        raise ValueError(f"cannot import the module of env {config.env!r}: {e}") from e
     try:
         gym.spec(name)
     except gym.error.Error as e:
@@ -154,6 +152,16 @@ def env_spaces(config: RolloutSettings, algorithm: str) -> EnvSpaces:
         raise ValueError(f"{algorithm} does not support the observation space {obs} of "
                          f"{config.env}; supported: Box and Discrete")
     return spaces
+
+
+def registered_id(env: str) -> str:
+    """The registry id of ``env``: ``module:Env-v0`` imports ``module`` (which registers the
+    env) and is ``Env-v0``; a plain id is itself. Not every gymnasium function takes the
+    prefixed form (``gym.spec`` does not), so actors are given the plain one."""
+    module, _, name = env.rpartition(":")
+    if module:
+        importlib.import_module(module)
+    return name
 
 
 # ------------------------------------------------------------------------ actors of a plan
@@ -188,7 +196,7 @@ class WorkerFactory:
         seed = s.seed
         if self.start is not None and self.start.reseed:
             seed = int(np.random.SeedSequence([s.seed, self.start.reseed]).generate_state(1)[0] >> 1)
-        worker = RolloutWorker(s.env, num_envs=s.num_envs_per_worker,
+        worker = RolloutWorker(registered_id(s.env), num_envs=s.num_envs_per_worker,
                                fragment_length=s.fragment_length, seed=seed, worker_index=index,
                                gamma=s.gamma, lam=s.lam, policy=s.policy, env_kwargs=s.env_kwargs)
         if self.start is not None:
@@ -208,7 +216,8 @@ class LearnerFactory(Generic[L]):
     def __call__(self, index: int) -> L:
         s = self.settings
         torch.set_num_threads(s.learner_threads)
-        learner = self.cls(s.env, self.config, s.policy, seed=s.seed, env_kwargs=s.env_kwargs)
+        learner = self.cls(registered_id(s.env), self.config, s.policy, seed=s.seed,
+                           env_kwargs=s.env_kwargs)
         if self.start is not None:
             learner.load_state_dict(self.start.learner_state)
         return learner
@@ -346,6 +355,7 @@ class Progress(MetricsAccumulator):
 __all__ = [
     "Groups", "LearnerFactory", "Progress", "RolloutSettings", "Start", "Trained",
     "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "episodes_of",
-    "float_in", "instance_of", "int_at_least", "join_rounds", "make_groups", "optional", "rows",
+    "float_in", "instance_of", "int_at_least", "join_rounds", "make_groups", "optional",
+    "registered_id", "rows",
     "set_learning_rate", "set_weights", "train_and_get_weights", "train_on_fragments",
 ]

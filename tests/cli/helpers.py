@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
@@ -37,8 +41,61 @@ def rxrl_cli(*args: str | Path, cwd: Path | None = None,
                           timeout=timeout, cwd=cwd, env=environment(), stdin=subprocess.DEVNULL)
 
 
-def start(args: Sequence[str | Path], cwd: Path | None = None) -> subprocess.Popen[str]:
-    """Start ``rxrl ARGS...`` without waiting for it."""
+def start(args: Sequence[str | Path], cwd: Path | None = None,
+          env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start ``rxrl ARGS...`` without waiting for it (``env``: more environment variables)."""
     return subprocess.Popen([console_script(), *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=cwd, env=environment(),
-                            stdin=subprocess.DEVNULL)
+                            stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            env={**environment(), **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str,
+             proc: subprocess.Popen[str] | None = None) -> None:
+    """Return once ``condition()`` is true; fail after ``timeout`` s, or once ``proc`` ended."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"rxrl exited ({proc.returncode}) before {what}: "
+                                 f"{proc.stderr.read() if proc.stderr else ''}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout} s")
+        time.sleep(0.05)
+
+
+def metrics_rows(run: Path) -> list[dict[str, str]]:
+    """The complete rows of a run's metrics.csv so far (none while it has no file)."""
+    path = run / "metrics.csv"
+    if not path.is_file():
+        return []
+    text = path.read_text()
+    with io.StringIO(text[:text.rfind("\n") + 1]) as f:
+        return list(csv.DictReader(f))
+
+
+def processes_marked(mark: str) -> list[int]:
+    """Processes whose environment holds ``RXRL_TEST_MARK=mark`` (a command and every process
+    it started, Ray's included, inherit it)."""
+    needle = f"RXRL_TEST_MARK={mark}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:  # gone, or not ours to read
+                continue
+            if needle in environ.split(b"\0"):
+                found.append(int(entry.name))
+    return found
+
+
+def cmdline(pid: int) -> str:
+    """A process's command line (its title, for Ray's workers), or "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def marked() -> dict[str, str]:
+    """A fresh ``RXRL_TEST_MARK`` to pass to `start`."""
+    return {"RXRL_TEST_MARK": uuid.uuid4().hex}

@@ -12,10 +12,13 @@ cluster that answers within a deadline.
 - **Deadline.** Ray's own connect blocks in C++ for minutes when nothing listens at the
   address; `connect` first checks that the address accepts a TCP connection within
   ``CONNECT_TIMEOUT_S`` and raises `RayConnectError` otherwise.
-- **Signals.** ``ray.init`` installs its own SIGTERM handler (which exits with status 15);
-  `connect` puts back the handler that was there, when it is Python's. A SIGINT/SIGTERM
+- **Signals.** ``ray.init`` installs its own SIGTERM handlers (one exits with status 15);
+  `connect` keeps them out, so the process's handlers stay as they were. A SIGINT/SIGTERM
   that arrives while a local Ray is starting is held until it has started, then delivered:
-  a Ray interrupted half-way leaves its agent processes behind.
+  a Ray interrupted half-way leaves its agent processes behind. (Ray's C++ core also
+  installs a failure signal handler while it starts, which prints a stack trace on SIGTERM
+  and may abort the driver; it can only be turned off before ``import ray``, by
+  ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1``, which the ``rxrl`` command sets.)
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ def connect(address: str | None, init_options: dict[str, Any] | None = None,
     handlers = _python_handlers()
     held: contextlib.AbstractContextManager[list[int]] = (
         _held_signals() if address in LOCAL else contextlib.nullcontext([]))
-    with held as arrived:
+    with held as arrived, _without_ray_sigterm_handlers():
         try:
             ray.init(address=address, **options)
         finally:
@@ -129,6 +132,21 @@ def _restore(handlers: dict[int, Any]) -> None:
     with contextlib.suppress(ValueError):  # not the main thread: nothing was replaced
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _without_ray_sigterm_handlers() -> Iterator[None]:
+    """Within the block, Ray installs no SIGTERM handler: ``ray.init`` sets two (one exits
+    with status 15, the local node's kills its processes and exits with 1), and a SIGTERM
+    while it starts would run them half-way. Ray 2.60 sets both through this one function;
+    its atexit hook still shuts the local node down when the process ends."""
+    utils: Any = ray._private.utils
+    original = utils.set_sigterm_handler
+    utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = original
 
 
 @contextlib.contextmanager

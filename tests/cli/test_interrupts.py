@@ -1,0 +1,105 @@
+"""SIGINT and SIGTERM end ``rxrl train`` cleanly at any moment (issue 14, items 5 and 6).
+
+During training the first signal checkpoints the next record and stops there (exit 130 or
+143, nothing trained lost); during start-up it stops at once. On the Ray backend no
+process is left behind either way: Ray's own SIGTERM handler (exit 15) does not replace
+rxrl's, and a Ray interrupted while starting is shut down, not abandoned.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rxrl.cli_run import load_checkpoint
+from tests.cli.helpers import (
+    QUICK,
+    cmdline,
+    marked,
+    metrics_rows,
+    processes_marked,
+    start,
+    wait_for,
+)
+
+#: a budget no test run reaches: it ends by the signal
+ENDLESS = ["--steps", "100000000", "--checkpoint-every", "100000000"]
+CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str]:
+    """Wait for ``proc``; its exit status and stderr (killed, and failed, past ``timeout``)."""
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+        raise AssertionError(f"rxrl did not end within {timeout} s of the signal: {stderr}") from None
+    return proc.returncode, stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.timeout(200)
+def test_a_signal_while_training_checkpoints_the_next_record_and_exits_128_plus_signum(
+        sig: signal.Signals, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = start(["train", "ppo", "--backend", "reference", "--out", out, *ENDLESS, *QUICK])
+    try:
+        wait_for(lambda: len(metrics_rows(out)) >= 3, 120, "three metrics rows", proc)
+        proc.send_signal(sig)
+        code, stderr = finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert code == CODES[sig], stderr
+    assert "Traceback" not in stderr
+    summary = json.loads((out / "summary.json").read_text())
+    rows = metrics_rows(out)
+    assert summary["status"] == "interrupted" and summary["signal"] == sig.name
+    assert summary["checkpoint_is_latest"] is True
+    # the only checkpoint is the one the signal asked for: of the last record logged
+    counters = load_checkpoint(out).counters
+    assert counters.iteration == int(rows[-1]["iteration"]) == summary["iterations"]
+    assert counters.env_steps_sampled == int(rows[-1]["env_steps_sampled"])
+
+
+@pytest.mark.parametrize(("sig", "moment"), [
+    (signal.SIGTERM, "ray starting"),
+    (signal.SIGINT, "ray starting"),
+    (signal.SIGTERM, "actors starting"),
+    (signal.SIGINT, "training"),
+    (signal.SIGTERM, "training"),
+], ids=["SIGTERM-ray-starting", "SIGINT-ray-starting", "SIGTERM-actors-starting", "SIGINT-training",
+        "SIGTERM-training"])
+@pytest.mark.timeout(300)
+def test_a_ray_run_ends_cleanly_on_a_signal_and_leaves_no_process(
+        sig: signal.Signals, moment: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    mark = marked()
+    proc = start(["train", "ppo", "--out", out, *ENDLESS, *QUICK], env=mark)
+    try:
+        if moment == "ray starting":
+            assert proc.stderr is not None
+            assert "training for" in proc.stderr.readline()  # printed just before Ray starts
+        elif moment == "actors starting":
+            wait_for(lambda: any(cmdline(p).startswith("ray::")
+                                 for p in processes_marked(mark["RXRL_TEST_MARK"])),
+                     120, "a Ray worker process", proc)
+        else:
+            wait_for(lambda: len(metrics_rows(out)) >= 2, 180, "two metrics rows", proc)
+        proc.send_signal(sig)
+        code, stderr = finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert code == CODES[sig], stderr
+    for sign in ("Traceback", "Aborted", "core dumped", "*** SIG", "Stack trace"):
+        assert sign not in stderr, stderr
+    wait_for(lambda: not processes_marked(mark["RXRL_TEST_MARK"]), 30,
+             "end of every process the run started")
+    if moment == "training":
+        assert load_checkpoint(out).counters.iteration == int(metrics_rows(out)[-1]["iteration"])

@@ -2,10 +2,16 @@
 
 Why this layout: the tree is one float64 array of `2P` nodes (`P` the smallest power of two
 >= capacity), node `k` has children `2k` and `2k + 1`, leaf `i` is node `P + i`. Every
-operation is then one vectorized numpy step per tree level (17 levels for 100k leaves)
-over a whole batch of indices, instead of a Python loop per index. Internal nodes are
-recomputed from their children (never incremented by deltas), so float error does not
-accumulate over millions of updates.
+operation is then one vectorized numpy step per tree level over a whole batch of indices,
+instead of a Python loop per index. Internal nodes are recomputed from their children
+(never incremented by deltas), so float error does not accumulate over millions of updates.
+
+Per-level steps cost ~2-4 us each whatever their width, so the small upper levels are
+handled whole: `find` replaces the top `SEARCH_LEVEL` levels by one `cumsum` +
+`searchsorted` over the 512 nodes below them, and `update` rebuilds every level with
+fewer than ~4x as many nodes as indices by one slice sum per level. For 100k leaves
+(17 levels) that cuts `find(256 values)` from ~46 to ~37 us and 256 updates from ~80 to ~40 us;
+what remains is mostly the cache misses of the deep levels' random reads.
 
 >>> tree = SumTree(4)
 >>> tree.update(np.array([0, 1, 2, 3]), np.array([1.0, 0.0, 2.0, 1.0]))
@@ -20,6 +26,9 @@ import numpy.typing as npt
 
 Float64Array = npt.NDArray[np.float64]
 IndexArray = npt.NDArray[np.intp]
+
+#: `find` searches the nodes of this level (2**9 = 512 of them) with one cumsum (8-12 time alike).
+SEARCH_LEVEL = 9
 
 
 class SumTree:
@@ -61,10 +70,15 @@ class SumTree:
         nodes = np.asarray(leaves, dtype=np.intp) + self.leaf_offset
         self._check(nodes, values)
         self.nodes[nodes] = values
-        for _ in range(self.depth):
+        level = self.depth
+        while level > 0 and (1 << level) > 4 * len(nodes):
             # A repeated parent is written more than once with the same value: no unique needed.
             nodes >>= 1
+            level -= 1
             self.nodes[nodes] = self.nodes[2 * nodes] + self.nodes[2 * nodes + 1]
+        for k in range(level - 1, -1, -1):  # the levels above, small and dense: whole
+            lo, hi = 1 << k, 2 << k
+            self.nodes[lo:hi] = self.nodes[2 * lo : 2 * hi : 2] + self.nodes[2 * lo + 1 : 2 * hi : 2]
 
     def set_range(self, start: int, values: npt.ArrayLike) -> None:
         """Set leaves `start, start + 1, ...` to `values` (must fit below `capacity`)."""
@@ -90,25 +104,30 @@ class SumTree:
         """
         if not self.total > 0.0:
             raise ValueError("SumTree.find: every leaf is 0, there is nothing to sample")
-        u = np.clip(np.asarray(prefix, dtype=np.float64), 0.0, np.nextafter(self.total, 0.0))
-        nodes = self._descend(u.copy(), safe=False)
+        u = np.minimum(np.maximum(prefix, 0.0), np.nextafter(self.total, 0.0), dtype=np.float64)
+        level = min(SEARCH_LEVEL, self.depth)
+        top = self.nodes[1 << level : 2 << level]
+        before = np.cumsum(top)
+        block = np.minimum(np.searchsorted(before, u, side="right"), len(top) - 1)
+        before -= top  # now the sum of the nodes left of each
+        nodes = self._descend(u - before[block], block + (1 << level), self.depth - level, safe=False)
         stray = self.nodes[nodes] <= 0.0
         if stray.any():
-            # Rounding in `u - left` can step into a zero subtree (ulp-level, rare): redo
-            # those with the descent that never enters one.
-            nodes[stray] = self._descend(u[stray], safe=True)
+            # Rounding (in the cumsum or in `u - left`) can point into a zero subtree at the
+            # ulp level, e.g. for u just below the total: redo those from the root with the
+            # descent that never enters one.
+            nodes[stray] = self._descend(u[stray], np.ones(stray.sum(), np.intp), self.depth, safe=True)
         leaves: IndexArray = nodes - self.leaf_offset
         return leaves
 
-    def _descend(self, u: Float64Array, safe: bool) -> IndexArray:
-        nodes = np.ones(u.shape, dtype=np.intp)
-        for _ in range(self.depth):
-            nodes <<= 1
+    def _descend(self, u: Float64Array, nodes: IndexArray, levels: int, safe: bool) -> IndexArray:
+        for _ in range(levels):
+            nodes = nodes << 1
             left = self.nodes[nodes]
             go_right = u >= left
             if safe:
                 go_right = (go_right & (self.nodes[nodes + 1] > 0.0)) | (left <= 0.0)
-            u -= left * go_right
+            u = u - left * go_right
             nodes += go_right
         return nodes
 

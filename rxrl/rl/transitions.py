@@ -18,6 +18,7 @@ IntArray = npt.NDArray[np.int64]
 TRANSITION_COLUMNS: Final = ("obs", "actions", "rewards", "next_obs", "terminateds", "truncateds", "n_steps")
 #: Per-transition columns only a batch sampled from a replay buffer has (else None).
 SAMPLED_COLUMNS: Final = ("weights", "indices")
+_CHECKED: Final = TRANSITION_COLUMNS + SAMPLED_COLUMNS
 
 
 def _empty_floats() -> FloatArray:
@@ -69,23 +70,19 @@ class TransitionBatch:
     env_steps: int = attrs.field(default=attrs.Factory(_default_env_steps, takes_self=True))
 
     def __attrs_post_init__(self) -> None:
-        shapes = {n: np.shape(getattr(self, n)) for n in TRANSITION_COLUMNS}
-        shapes.update(
-            {n: np.shape(getattr(self, n)) for n in SAMPLED_COLUMNS if getattr(self, n) is not None}
-        )
-        for name, shape in shapes.items():
-            if len(shape) < 1 or (name not in ("obs", "next_obs") and len(shape) != 1):
-                raise ValueError(f"TransitionBatch field {name!r} must be [B]-shaped per row, got {shape}")
-        length = shapes["rewards"][0]
-        ragged = sorted(n for n, s in shapes.items() if s[0] != length)
-        if ragged:
-            listing = ", ".join(f"{n}={s}" for n, s in shapes.items())
+        # Runs for every batch a buffer samples: the passing case is a few attribute reads.
+        length = len(self.rewards)
+        for name in _CHECKED:
+            column = getattr(self, name)
+            if column is None:
+                continue
+            shape = column.shape if isinstance(column, np.ndarray) else np.shape(column)
+            if shape[:1] != (length,) or (len(shape) != 1 and name not in ("obs", "next_obs")):
+                self._shape_error()
+        if self.obs.shape[1:] != self.next_obs.shape[1:]:
             raise ValueError(
-                f"TransitionBatch fields {ragged} have a leading dimension other than {length} "
-                f"(the length of 'rewards'); shapes: {listing}"
+                f"TransitionBatch obs {self.obs.shape} and next_obs {self.next_obs.shape} differ"
             )
-        if shapes["obs"][1:] != shapes["next_obs"][1:]:
-            raise ValueError(f"TransitionBatch obs {shapes['obs']} and next_obs {shapes['next_obs']} differ")
         if len(self.episode_returns) != len(self.episode_lengths):
             raise ValueError(
                 "TransitionBatch episode_returns and episode_lengths differ in length: "
@@ -93,6 +90,19 @@ class TransitionBatch:
             )
         if self.env_steps < 0:
             raise ValueError(f"TransitionBatch env_steps must be >= 0, got {self.env_steps}")
+
+    def _shape_error(self) -> None:
+        shapes = {n: np.shape(getattr(self, n)) for n in _CHECKED if getattr(self, n) is not None}
+        for name, shape in shapes.items():
+            if len(shape) < 1 or (name not in ("obs", "next_obs") and len(shape) != 1):
+                raise ValueError(f"TransitionBatch field {name!r} must be [B]-shaped per row, got {shape}")
+        length = shapes["rewards"][0]
+        ragged = sorted(n for n, s in shapes.items() if s[0] != length)
+        listing = ", ".join(f"{n}={s}" for n, s in shapes.items())
+        raise ValueError(
+            f"TransitionBatch fields {ragged} have a leading dimension other than {length} "
+            f"(the length of 'rewards'); shapes: {listing}"
+        )
 
     def __len__(self) -> int:
         """The number of transitions `B`."""

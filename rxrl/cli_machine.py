@@ -74,11 +74,16 @@ def check_overshoot(config: RolloutSettings, steps_left: int) -> None:
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
 
 
-def explain_import_failure(e: ActorError, address: str | None) -> Exception:
-    """An actor that could not be built because the Ray workers cannot import a module,
-    said in one line with how to ship it; any other error as it is."""
+def explain_actor_error(e: ActorError, address: str | None) -> Exception:
+    """An actor error in the command's terms: a module the Ray workers cannot import, in one
+    line with how to ship it; a dead actor of a group without restarts, with the flag that
+    restarts rollout workers; any other error as it is."""
     found = _NO_MODULE.search(str(e))
     if found is None:
+        if "its group has no restart policy" in str(e):
+            return ActorError(str(e).replace(
+                "its group has no restart policy (group.with_restarts(n) restarts dead actors)",
+                "no restarts were allowed (--worker-restarts N restarts rollout workers)"))
         return e
     module = found.group(1)
     where = re.match(r"creating actor (\S+)", str(e))
@@ -93,4 +98,4 @@ def explain_import_failure(e: ActorError, address: str | None) -> Exception:
 
 
 __all__ = ["PROCESS_MB", "WORKERS_PER_CORE", "available_mb", "check_machine", "check_overshoot",
-           "explain_import_failure", "iteration_steps"]
+           "explain_actor_error", "iteration_steps"]

@@ -28,7 +28,7 @@ from rxrl.algos import Algorithm, get
 from rxrl.algos.common import RolloutSettings, Start, env_spaces
 from rxrl.algos.configs import parse_assignment, paths, to_dict, with_settings
 from rxrl.cli_log import Logger, ProgressLine
-from rxrl.cli_machine import check_machine, check_overshoot, explain_import_failure
+from rxrl.cli_machine import check_machine, check_overshoot, explain_actor_error
 from rxrl.cli_run import (
     CHECKPOINT,
     Checkpoint,
@@ -263,7 +263,7 @@ def _start(plan: rxrl.Plan[Snapshot], args: argparse.Namespace,
 
 
 def _reraise(e: ActorError, address: str | None) -> NoReturn:
-    better = explain_import_failure(e, address)
+    better = explain_actor_error(e, address)
     if better is e:
         raise e
     raise better from e

@@ -1,0 +1,112 @@
+"""A run's files through the console script: resumes never mix data, plot copes with real
+directories, a ``module:Env-v0`` from the working directory trains (issue 14, items 3, 5, 9)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rxrl.cli_run import load_checkpoint
+from tests.cli.helpers import QUICK, metrics_rows, rxrl_cli
+
+#: the QUICK settings' iteration: 2 workers × 2 envs × 64 steps, one round per batch
+ROUND = 256
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short PPO run on the reference backend, checkpointed at 1,000 env steps and at the end."""
+    out = tmp_path_factory.mktemp("runs") / "ppo"
+    done = rxrl_cli("train", "ppo", "--backend", "reference", "--steps", "2000", "--out", out,
+                    "--checkpoint-every", "1000", *QUICK)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def killed_after_its_checkpoint(run: Path, into: Path) -> Path:
+    """A copy of ``run`` as if killed two iterations after its checkpoint, mid-row."""
+    shutil.copytree(run, into)
+    text = (into / "metrics.csv").read_text()
+    lines = text.splitlines()[1:]
+    last = lines[-1].split(",")
+    for n in (1, 2):  # iterations the checkpoint does not have
+        later = [str(int(last[0]) + n), str(int(last[1]) + n * ROUND), *last[2:]]
+        text += ",".join(later) + "\n"
+    text += f"{int(last[0]) + 3},{int(last[1]) + 3 * ROUND},5"  # torn: no more fields, no newline
+    (into / "metrics.csv").write_text(text)
+    return into
+
+
+def test_a_resume_cuts_the_metrics_back_to_its_checkpoint_and_repairs_a_torn_row(
+        run: Path, tmp_path: Path) -> None:
+    killed = killed_after_its_checkpoint(run, tmp_path / "killed")
+    checkpoint = load_checkpoint(killed).counters
+    done = rxrl_cli("train", "ppo", "--backend", "reference", "--resume", killed, "--steps", "3000")
+    assert done.returncode == 0, done.stderr
+    assert "metrics.csv cut back to the checkpoint's" in done.stderr
+    rows = metrics_rows(killed)
+    iterations = [int(r["iteration"]) for r in rows]
+    steps = [int(r["env_steps_sampled"]) for r in rows]
+    assert iterations == list(range(1, len(rows) + 1))  # nothing twice, nothing missing
+    assert steps == sorted(set(steps))  # env steps never go backwards
+    assert iterations[checkpoint.iteration - 1] == checkpoint.iteration
+    assert steps[checkpoint.iteration - 1] == checkpoint.env_steps_sampled
+    assert all(len(r) == len(rows[0]) and "" not in r.values() for r in rows[:checkpoint.iteration])
+    assert (killed / "metrics.csv").read_text().endswith("\n")
+    config = json.loads((killed / "config.json").read_text())
+    assert config["resumed_from"] == str(killed / "checkpoint.pt") and config["steps"] == 3000
+
+
+def test_a_resume_that_fails_leaves_the_run_as_it_was(run: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    before = {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()}
+    done = rxrl_cli("train", "ppo", "--backend", "reference", "--resume", copy, "--steps", "5000",
+                    "--set", "policy.hidden_sizes=32,32")
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "its policy does not fit the config" in done.stderr
+    assert {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()} == before
+
+
+def test_plot_skips_a_run_without_metrics_and_writes_into_an_out_directory(
+        run: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "just-started"
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")
+    pictures = tmp_path / "pictures"
+    pictures.mkdir()
+    done = rxrl_cli("plot", run, empty, "--out", pictures)
+    assert done.returncode == 0, done.stderr
+    png = pictures / "learning_curves.png"
+    assert done.stdout.strip() == f"wrote {png} (1 run)"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert done.stderr.strip() == (f"rxrl plot: warning: skipping a run: no metrics.csv in {empty} "
+                                   "(is it an rxrl train run directory?)")
+
+
+def test_plot_names_the_file_it_wrote_when_out_has_no_suffix(run: Path, tmp_path: Path) -> None:
+    done = rxrl_cli("plot", run, "--out", tmp_path / "curves")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"wrote {tmp_path / 'curves.png'} (1 run)"
+    assert (tmp_path / "curves.png").is_file()
+
+
+MY_ENVS = '''\
+import gymnasium as gym
+
+gym.register("MyCartPole-v0", entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
+             max_episode_steps=200)
+'''
+
+
+def test_an_env_of_a_module_in_the_working_directory_trains(tmp_path: Path) -> None:
+    """``--env my_envs:MyCartPole-v0`` with ``my_envs.py`` in the working directory."""
+    (tmp_path / "my_envs.py").write_text(MY_ENVS)
+    done = rxrl_cli("train", "ppo", "--backend", "reference", "--env", "my_envs:MyCartPole-v0",
+                    "--steps", "600", "--out", "run", *QUICK, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["env"] == "my_envs:MyCartPole-v0" and summary["status"] == "completed"

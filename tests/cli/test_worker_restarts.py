@@ -1,0 +1,71 @@
+"""A Ray run survives ``kill -9`` of a rollout worker's process (issue 14, item 8).
+
+``rxrl train`` restarts rollout workers by default (``--worker-restarts 3``); the restarted
+worker gets the current weights back and the round it was sampling is requested again, so
+the run finishes with every iteration once and every batch the size it should be.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import QUICK, metrics_rows, start, wait_for
+from tests.cli.pid_env import PIDS
+
+#: the QUICK settings' iteration: 2 workers × 2 envs × 64 steps, one round per batch
+ROUND = 256
+
+
+def train_and_kill_a_worker(tmp_path: Path, *flags: str) -> tuple[Path, Path, int, str]:
+    """Start a Ray run, ``kill -9`` a rollout worker after three iterations; the run
+    directory, the directory of worker pid files, the exit status and stderr."""
+    out, pids = tmp_path / "run", tmp_path / "pids"
+    pids.mkdir()
+    proc = start(["train", "ppo", "--env", "tests.cli.pid_env:PidCartPole-v0", "--steps", "25000",
+                  "--out", out, *QUICK, *flags], env={PIDS: str(pids)})
+    try:
+        wait_for(lambda: len(metrics_rows(out)) >= 3 and len(list(pids.iterdir())) >= 2, 240,
+                 "three iterations of two rollout workers", proc)
+        victim = min(int(p.name) for p in pids.iterdir())
+        os.kill(victim, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    finally:
+        proc.kill()
+        proc.wait()
+    return out, pids, proc.returncode, stderr
+
+
+@pytest.mark.timeout(400)
+def test_a_run_survives_kill_9_of_a_rollout_worker_with_nothing_lost_or_counted_twice(
+        tmp_path: Path) -> None:
+    out, pids, code, stderr = train_and_kill_a_worker(tmp_path)
+    assert code == 0, stderr
+    assert len(list(pids.iterdir())) >= 3, "no rollout worker process was started again"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["env_steps_sampled"] >= 25_000
+    rows = metrics_rows(out)
+    assert [int(r["iteration"]) for r in rows] == list(range(1, len(rows) + 1))
+    # every iteration trained on exactly one round: none lost, none counted twice
+    assert [int(r["env_steps_trained"]) for r in rows] == [ROUND * i for i in range(1, len(rows) + 1)]
+    steps = [int(r["env_steps_sampled"]) for r in rows]
+    assert all(b - a >= ROUND for a, b in itertools.pairwise(steps))
+
+
+@pytest.mark.timeout(400)
+def test_without_restarts_a_killed_worker_ends_the_run_with_one_line_naming_it(tmp_path: Path) -> None:
+    out, _, code, stderr = train_and_kill_a_worker(tmp_path, "--worker-restarts", "0")
+    assert code == 1, stderr
+    error = stderr.strip().splitlines()[-1]
+    assert error.startswith("rxrl train: error: actor RolloutWorker[0] (group built at "), error
+    assert error.endswith("no restarts were allowed (--worker-restarts N restarts rollout workers)")
+    assert json.loads((out / "summary.json").read_text())["status"] == "failed"

@@ -11,7 +11,15 @@ Build a plan with sources and ``|``; run it with ``rxrl.run(plan, backend=...)``
 
 from rxrl import ops
 from rxrl.actors import ActorGroup, Tagged, actors, indexed_actors
-from rxrl.errors import ActorError, OperatorError, PlanError, RxrlError, ScheduleError
+from rxrl.errors import (
+    ActorError,
+    DeadlockError,
+    OperatorError,
+    PlanError,
+    RxrlError,
+    ScheduleError,
+    WaitTimeoutError,
+)
 from rxrl.events import Event, log_events
 from rxrl.interop import from_observable, to_observable
 from rxrl.plan import Collect, LocalOp, Op, Plan, Shards
@@ -24,8 +32,9 @@ from rxrl.sources import from_actors, from_iterable, from_iterables
 __version__ = "0.1.0"
 
 __all__ = [
-    "NOT_READY", "ActorError", "ActorGroup", "Backend", "Collect", "Event", "LocalOp", "NotReady", "Op", "OperatorError",
-    "Plan", "PlanError", "Run", "RxrlError", "Schedule", "ScheduleError", "Shards", "Tagged",
-    "Trace", "actors", "from_actors", "from_iterable", "from_iterables", "from_observable", "indexed_actors",
+    "NOT_READY", "ActorError", "ActorGroup", "Backend", "Collect", "DeadlockError", "Event",
+    "LocalOp", "NotReady", "Op", "OperatorError", "Plan", "PlanError", "Run", "RxrlError",
+    "Schedule", "ScheduleError", "Shards", "Tagged", "Trace", "WaitTimeoutError", "actors",
+    "from_actors", "from_iterable", "from_iterables", "from_observable", "indexed_actors",
     "log_events", "ops", "register_backend", "run", "show", "to_observable",
 ]

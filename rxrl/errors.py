@@ -59,5 +59,22 @@ class ActorError(RxrlError, RuntimeError):
     """An actor could not be created, or died; the message names the group and the index."""
 
 
+class WaitTimeoutError(RxrlError, TimeoutError):
+    """A concurrent run waited longer than its ``timeout_s`` for an actor, a shard or an input;
+    the message names the operator and what it waited for."""
+
+
+class DeadlockError(RxrlError, RuntimeError):
+    """No input of a running plan can make progress: every one is *not ready* (a split branch
+    at ``max_lag``, an actor source that answered ``NOT_READY``) and nothing is in flight
+    that could change it. The message names each blocked operator and why it is blocked."""
+
+    def __init__(self, blocked: list[str]) -> None:
+        self.blocked = blocked
+        why = "; ".join(blocked) if blocked else "no operator reported why"
+        super().__init__(f"the plan cannot make progress, and nothing is running that could "
+                         f"change that: {why}")
+
+
 class ScheduleError(RxrlError, ValueError):
     """A schedule made a choice that the run cannot follow (e.g. a trace of another plan)."""

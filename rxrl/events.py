@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import attrs
 
-EventKind = Literal["pull", "emit", "end", "choice", "call"]
+EventKind = Literal["pull", "emit", "end", "not_ready", "choice", "call"]
 
 
 @attrs.frozen
@@ -16,7 +16,8 @@ class Event:
     """One step of a run, reported to ``rxrl.run(..., on_event=callback)``.
 
     - ``pull``: operator ``node`` was asked for its next item (on ``shard``, if sharded);
-    - ``emit``: it produced ``item``; ``end``: it is exhausted;
+    - ``emit``: it produced ``item``; ``end``: it is exhausted; ``not_ready``: it has nothing
+      to give now (see docs/semantics.md, "Readiness");
     - ``choice``: choice point ``node`` picked input ``item`` among ``detail`` (the ready inputs);
     - ``call``: it called ``detail`` on actor ``shard`` with ``item``.
 
@@ -37,6 +38,8 @@ class Event:
             return f"{where} pull"
         if self.kind == "end":
             return f"{where} end"
+        if self.kind == "not_ready":
+            return f"{where} not ready"
         if self.kind == "choice":
             return f"{where} choose input {self.item} of ready {self.detail}"
         if self.kind == "call":

@@ -33,6 +33,8 @@ class Node:
     op: ClassVar[str] = "node"
     #: True for operators that may run inside a shard (per-stream, no driver state)
     local: ClassVar[bool] = False
+    #: True for operators that turn shards into a driver stream (``barrier``, ``gather``)
+    collects: ClassVar[bool] = False
 
     @property
     def inputs(self) -> tuple[Node, ...]:
@@ -56,6 +58,10 @@ class Node:
     def describe(self) -> str:
         """The label with its call site, for error messages."""
         return f"{self.label} at {self.site}"
+
+    def groups(self) -> tuple[ActorGroup[Any], ...]:
+        """The actor groups this operator talks to (a run creates their actors)."""
+        return ()
 
 
 # ---------------------------------------------------------------------------------- sources
@@ -122,6 +128,9 @@ class FromActors(Node):
 
     def params(self) -> str:
         return f"{self.group!r}, {fn_name(self.fn)}"
+
+    def groups(self) -> tuple[ActorGroup[Any], ...]:
+        return (self.group,)
 
 
 @attrs.frozen(eq=False, kw_only=True)
@@ -287,6 +296,7 @@ class Barrier(Unary):
     """Rounds of one item per live shard, in shard order."""
 
     op: ClassVar[str] = "barrier"
+    collects: ClassVar[bool] = True
 
 
 @attrs.frozen(eq=False, kw_only=True)
@@ -294,6 +304,7 @@ class Gather(Unary):
     """Items of all shards in completion order, at most ``max_in_flight`` requests per shard."""
 
     op: ClassVar[str] = "gather"
+    collects: ClassVar[bool] = True
     max_in_flight: int
     tagged: bool
 
@@ -315,19 +326,65 @@ class Broadcast(Unary):
     def params(self) -> str:
         return f"{self.group!r}, {fn_name(self.fn)}"
 
+    def groups(self) -> tuple[ActorGroup[Any], ...]:
+        return (self.group,)
+
 
 @attrs.frozen(eq=False, kw_only=True)
 class Call(Unary):
-    """``fn(actor, x)`` on one actor of ``group`` (see ``ops.call`` for which); emits the result."""
+    """``fn(actor, x)`` on one actor of ``group`` (see ``ops.call`` for which); emits the result.
+
+    Up to ``max_in_flight`` calls are submitted ahead of the one whose result is emitted next.
+    """
 
     op: ClassVar[str] = "call"
     group: ActorGroup[Any]
     fn: Callable[[Any, Any], Any]
     route: Callable[[Any], int] | None
+    max_in_flight: int = 1
 
     def params(self) -> str:
         route = f", route={fn_name(self.route)}" if self.route is not None else ""
-        return f"{self.group!r}, {fn_name(self.fn)}{route}"
+        ahead = f", max_in_flight={self.max_in_flight}" if self.max_in_flight != 1 else ""
+        return f"{self.group!r}, {fn_name(self.fn)}{route}{ahead}"
+
+    def groups(self) -> tuple[ActorGroup[Any], ...]:
+        return (self.group,)
+
+
+# ------------------------------------------------------------------------ explicit fan-out
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Split(Unary):
+    """The one node with several consumers: its ``n`` branches each yield every input item.
+
+    No branch runs more than ``max_lag`` items ahead of the slowest one. A plan reaches a
+    split through its ``Branch`` nodes; compiling the plan makes it one node with n outputs.
+    """
+
+    op: ClassVar[str] = "split"
+    n: int
+    max_lag: int
+
+    def params(self) -> str:
+        return f"{self.n}, max_lag={self.max_lag}"
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Branch(Node):
+    """Output ``index`` of a ``Split``."""
+
+    op: ClassVar[str] = "branch"
+    split: Split
+    index: int
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.split,)
+
+    def params(self) -> str:
+        return f"{self.index} of {self.split.n}"
 
 
 # ------------------------------------------------------------------------ n-ary, driver only
@@ -357,7 +414,9 @@ class Union(Nary):
 
     op: ClassVar[str] = "union"
     mode: UnionMode
-    weights: tuple[int, ...]
+    #: items taken from input i per turn, on average: a real weight w gives turns of
+    #: floor(w) or ceil(w) items so that the counts keep the exact ratio (see ops.union)
+    weights: tuple[float, ...]
 
     def params(self) -> str:
         parts = [f"mode={self.mode!r}"]
@@ -384,10 +443,43 @@ class Concurrently(Union):
         return index in self.emit
 
 
+# ------------------------------------------------------------------ made by compiling a plan
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class ShardChain(Node):
+    """A fused shard chain: a sharded source and the shard-local steps after it, which a
+    backend runs inside each actor (one request per item that leaves the shard).
+
+    Made by ``rxrl.compile``, never by users; ``steps`` keep their occurrence ids, so events
+    still name each operator.
+    """
+
+    op: ClassVar[str] = "shards"
+    source: FromActors | FromIterables
+    source_id: int
+    steps: tuple[tuple[int, Node], ...]
+
+    @property
+    def shards(self) -> int:
+        return self.source.shards
+
+    @property
+    def group(self) -> ActorGroup[Any] | None:
+        """The actor group behind the shards (None for iterables)."""
+        return self.source.group if isinstance(self.source, FromActors) else None
+
+    def params(self) -> str:
+        return " | ".join(n.label for n in (self.source, *(n for _, n in self.steps)))
+
+    def groups(self) -> tuple[ActorGroup[Any], ...]:
+        return self.source.groups()
+
+
 def check_driver_inputs(node: Node) -> None:
     """Raise PlanError if a driver operator reads a sharded stream (types were bypassed)."""
     for child in node.inputs:
-        if child.shards is not None and not isinstance(node, Barrier | Gather) and not node.local:
+        if child.shards is not None and not node.collects and not node.local:
             raise PlanError(
                 node.label,
                 node.site,
@@ -395,7 +487,7 @@ def check_driver_inputs(node: Node) -> None:
                 f"({child.shards} shards)",
                 "collect the shards first with ops.barrier() or ops.gather()",
             )
-        if isinstance(node, Barrier | Gather) and child.shards is None:
+        if node.collects and child.shards is None:
             raise PlanError(
                 node.label,
                 node.site,

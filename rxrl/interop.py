@@ -18,20 +18,21 @@ from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable
 from reactivex.scheduler import NewThreadScheduler
 
+from rxrl.compile import compile_plan
 from rxrl.errors import PlanError, call_site
 from rxrl.events import EventSink
 from rxrl.graph import FromObservable
 from rxrl.plan import Plan
+from rxrl.ready import END as _END
 from rxrl.run import Backend, Run, get_backend, run
 from rxrl.schedule import Schedule, Trace
-from rxrl.walk import validate
 
 T = TypeVar("T")
 
 __all__ = ["ObservableQueue", "from_observable", "run_as_observable", "to_observable"]
 
-#: what ``ObservableQueue.take`` returns at the end of the observable
-END: Any = object()
+#: what ``ObservableQueue.take`` returns at the end of the observable (every backend's marker)
+END: Any = _END
 
 
 
@@ -94,6 +95,12 @@ class ObservableQueue:
     def closed(self) -> bool:
         """Whether ``close`` was called."""
         return self._closed
+
+    @property
+    def ended(self) -> bool:
+        """Whether the observable completed or failed (nothing more will arrive)."""
+        with self._cond:
+            return bool(self._items) and self._items[-1][0] != "next"
 
     def start(self) -> None:
         """Subscribe to the observable (once), on a new thread."""
@@ -251,7 +258,7 @@ def to_observable(
     given: object = plan
     if not isinstance(given, Plan):
         raise PlanError("to_observable()", call_site(), f"expects a Plan, got {type(given).__name__}")
-    validate(plan.node)
+    compile_plan(plan.node)  # a plan that cannot run fails here, not at subscription
     get_backend(backend)
 
     def start(_: abc.SchedulerBase | None) -> Observable[T]:

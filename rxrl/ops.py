@@ -8,6 +8,7 @@ scan, tap) work on both ``Plan`` and ``Shards``; the others run on the driver.
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Callable, Iterable, Sequence, Sized
 from typing import Any, Literal, TypeVar, overload
 
@@ -24,7 +25,7 @@ S = TypeVar("S", bound=Sized)
 
 __all__ = [
     "alongside", "barrier", "broadcast", "call", "concurrently", "filter", "flat_map", "gather",
-    "map", "scan", "take", "tap", "union", "window", "zip",
+    "map", "scan", "split", "take", "tap", "union", "window", "zip",
 ]
 
 
@@ -256,13 +257,19 @@ def broadcast(group: ActorGroup[A], fn: Callable[[A, T], object]) -> Op[T, T]:
 
 
 def call(
-    group: ActorGroup[A], fn: Callable[[A, T], U], *, route: Callable[[T], int] | None = None
+    group: ActorGroup[A], fn: Callable[[A, T], U], *, route: Callable[[T], int] | None = None,
+    max_in_flight: int = 1,
 ) -> Op[T, U]:
     """``fn(actor, x)`` on one actor of ``group``; the result flows on.
 
     Which actor: ``route(x)`` if given; else, for a ``Tagged`` item gathered from this same
     group, the actor that produced it; else actor 0 of a one-actor group (a learner); else
     round robin over the group in stream order (e.g. replay shards).
+
+    ``max_in_flight=k`` pipelines the calls: a pull reads up to k items ahead of what has
+    been emitted and submits their calls, then emits the oldest result; results flow on in
+    input order, and each actor still receives its calls in stream order. With ``k = 2`` a
+    learner trains on batch i + 1 while batch i's result (new weights) goes downstream.
 
     >>> import rxrl
     >>> from rxrl import ops
@@ -274,19 +281,72 @@ def call(
     >>> adder = rxrl.actors(Adder, 1, k=100)
     >>> list(rxrl.run(rxrl.from_iterable([1, 2]) | ops.call(adder, Adder.add)))
     [101, 102]
+    >>> list(rxrl.run(rxrl.from_iterable([1, 2, 3]) | ops.call(adder, Adder.add, max_in_flight=2)))
+    [101, 102, 103]
     """
     site = call_site()
     _check_group("call", site, group)
     _callable(f"call({group!r})", site, fn=fn)
     if route is not None:
         _callable(f"call({group!r})", site, route=route)
-    return Op(lambda src: g.Call(input=src, group=group, fn=fn, route=route, site=site), "call")
+    k = _positive_int(f"call({group!r}, max_in_flight={max_in_flight!r})", site, "max_in_flight",
+                      max_in_flight)
+    return Op(lambda src: g.Call(input=src, group=group, fn=fn, route=route, max_in_flight=k,
+                                 site=site), "call")
 
 
 def _check_group(op: str, site: str, group: object) -> None:
     if not isinstance(group, ActorGroup):
         raise PlanError(f"{op}()", site,
                         f"expects an actor group from rxrl.actors(...), got {type(group).__name__}")
+
+
+# ------------------------------------------------------------------------------- fan-out
+
+
+@overload
+def split(plan: Plan[T], n: Literal[2], /, *, max_lag: int = 16) -> tuple[Plan[T], Plan[T]]: ...
+
+
+@overload
+def split(plan: Plan[T], n: Literal[3], /, *, max_lag: int = 16
+          ) -> tuple[Plan[T], Plan[T], Plan[T]]: ...
+
+
+@overload
+def split(plan: Plan[T], n: Literal[4], /, *, max_lag: int = 16
+          ) -> tuple[Plan[T], Plan[T], Plan[T], Plan[T]]: ...
+
+
+@overload
+def split(plan: Plan[T], n: int, /, *, max_lag: int = 16) -> tuple[Plan[T], ...]: ...
+
+
+def split(plan: Plan[T], n: int, /, *, max_lag: int = 16) -> tuple[Plan[T], ...]:
+    """``n`` branches that each yield every item of ``plan``, which runs once (explicit fan-out).
+
+    Each item is pulled from ``plan`` once and buffered for the branches that have not taken
+    it yet. No branch runs more than ``max_lag`` items ahead of the slowest one: a branch
+    pulled while that far ahead is *not ready* (a union skips it until the slow branch
+    catches up), so memory stays bounded at ``max_lag`` items per branch. The source's end
+    ends every branch after its buffered items; a source error is raised by the branch whose
+    pull met it, and by each other branch when it reaches that point. Every branch must be
+    read by the plan, exactly once. See docs/semantics.md, "Fan-out".
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> evens, squares = ops.split(rxrl.from_iterable(range(6)), 2)
+    >>> plan = ops.zip(evens | ops.filter(lambda x: x % 2 == 0), squares | ops.map(lambda x: x * x))
+    >>> list(rxrl.run(plan))
+    [(0, 0), (2, 1), (4, 4)]
+    """
+    site = call_site()
+    label = f"split({type(plan).__name__}, {n!r})"
+    node = as_node(plan, where=label, site=site)
+    count = _positive_int(label, site, "n", n, minimum=2)
+    lag = _positive_int(label, site, "max_lag", max_lag)
+    shared = g.Split(input=node, n=count, max_lag=lag, site=site)
+    return tuple(Plan(g.Branch(split=shared, index=i, site=site)) for i in range(count))
 
 
 # ---------------------------------------------------------------------------- combinators
@@ -325,13 +385,16 @@ def zip(*plans: Plan[Any]) -> Plan[tuple[Any, ...]]:  # noqa: A001 - the operato
 def union(
     *plans: Plan[T],
     mode: Literal["round_robin", "async"] = "round_robin",
-    weights: Sequence[int] | None = None,
+    weights: Sequence[float] | None = None,
 ) -> Plan[T]:
     """Merges its inputs; each input's order is kept and every item appears exactly once.
 
-    ``round_robin`` pulls ``weights[i]`` items from input i in turn (exhausted inputs are
-    skipped); ``async`` takes items as they become ready (a schedule choice). The union ends
-    when all inputs are exhausted.
+    ``round_robin`` takes ``weights[i]`` items from input i in turn (exhausted inputs are
+    skipped); a real weight such as 2.5 takes turns of 2 and 3 items so that the counts keep
+    the exact ratio. ``async`` takes items as they become ready (a schedule choice). An input
+    that is *not ready* (see docs/semantics.md, "Readiness") is skipped and returned to; in
+    round robin its turn continues when the union comes back to it, and only items taken
+    count towards the weights. The union ends when all inputs are exhausted.
 
     >>> import rxrl
     >>> from rxrl import ops
@@ -348,7 +411,7 @@ def concurrently(
     *plans: Plan[T],
     mode: Literal["round_robin", "async"] = "round_robin",
     emit: Sequence[int] | None = None,
-    weights: Sequence[int] | None = None,
+    weights: Sequence[float] | None = None,
 ) -> Plan[T]:
     """Runs every input like ``union`` but emits only the items of the inputs listed in ``emit``.
 
@@ -379,7 +442,7 @@ def alongside(
     main: Plan[T],
     *side: Plan[Any],
     mode: Literal["round_robin", "async"] = "round_robin",
-    weights: Sequence[int] | None = None,
+    weights: Sequence[float] | None = None,
 ) -> Plan[T]:
     """``concurrently(main, *side, emit=[0])``, typed as ``main``: side flows run, main is emitted.
 
@@ -403,8 +466,8 @@ def _inputs(op: str, site: str, plans: Sequence[Plan[Any]]) -> tuple[g.Node, ...
 
 
 def _union_args(
-    op: str, site: str, plans: Sequence[Plan[Any]], mode: str, weights: Sequence[int] | None
-) -> tuple[tuple[g.Node, ...], g.UnionMode, tuple[int, ...]]:
+    op: str, site: str, plans: Sequence[Plan[Any]], mode: str, weights: Sequence[float] | None
+) -> tuple[tuple[g.Node, ...], g.UnionMode, tuple[float, ...]]:
     nodes = _inputs(op, site, plans)
     if mode not in ("round_robin", "async"):
         raise PlanError(f"{op}()", site, f"mode must be 'round_robin' or 'async', got {mode!r}")
@@ -419,6 +482,9 @@ def _union_args(
         raise PlanError(f"{op}()", site,
                         f"got {len(w)} weights for {len(nodes)} inputs", "give one weight per input")
     for i, wi in enumerate(w):
-        _positive_int(f"{op}()", site, f"weights[{i}]", wi)
+        if (isinstance(wi, bool) or not isinstance(wi, int | float) or not math.isfinite(wi)
+                or wi <= 0):
+            raise PlanError(f"{op}()", site, f"weights[{i}] must be a positive finite number, "
+                            f"got {wi!r}")
     return nodes, checked, w
 

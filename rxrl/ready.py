@@ -53,3 +53,26 @@ class NotReady:
 
 #: what an actor source returns when it has nothing to give now (see the module docstring)
 NOT_READY: Final = NotReady()
+
+
+@final
+class _End:
+    """The type of ``END``."""
+
+    __slots__ = ()
+    _instance: _End | None = None
+
+    def __new__(cls) -> _End:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "<end of stream>"
+
+    def __reduce__(self) -> str:
+        return "END"
+
+
+#: internal: what a pulled stream answers once it has ended (every backend's one marker)
+END: Final = _End()

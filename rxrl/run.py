@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import attrs
 
+from rxrl.compile import Compiled, compile_plan
 from rxrl.errors import PlanError, ScheduleError, call_site
 from rxrl.events import EventSink
-from rxrl.graph import Node
 from rxrl.plan import Plan
 from rxrl.schedule import Recorder, Schedule, Trace
-from rxrl.walk import fingerprint, validate
 
 if TYPE_CHECKING:
     from reactivex import Observable, abc
@@ -38,9 +37,9 @@ class Backend(Protocol):
     #: a schedule; ``rxrl.run`` refuses a ``schedule=`` for those
     follows_schedule: bool
 
-    def execute(self, root: Node, *, schedule: Schedule | None, recorder: Recorder,
+    def execute(self, plan: Compiled, *, schedule: Schedule | None, recorder: Recorder,
                 on_event: EventSink | None, options: dict[str, Any]) -> Execution:
-        """Start running ``root``; record nondeterministic choices in ``recorder``."""
+        """Start running the compiled ``plan``; record nondeterministic choices in ``recorder``."""
         ...
 
 
@@ -166,10 +165,9 @@ def run(
         raise PlanError("run()", call_site(), f"expects a Plan, got {kind}",
                         "collect Shards with ops.barrier() or ops.gather() first"
                         if kind == "Shards" else "build one with rxrl.from_iterable/from_actors")
-    root = plan.node
-    validate(root)
+    compiled = compile_plan(plan.node)
     impl = get_backend(backend)
-    shape = fingerprint(root)
+    shape = compiled.fingerprint
     if isinstance(schedule, Trace):
         schedule = Schedule.replay(schedule)
     if schedule is not None and not impl.follows_schedule:
@@ -180,6 +178,6 @@ def run(
     if schedule is not None:
         schedule.check_plan(shape)
     recorder = Recorder(shape, impl.name)
-    execution = impl.execute(root, schedule=schedule, recorder=recorder, on_event=on_event,
+    execution = impl.execute(compiled, schedule=schedule, recorder=recorder, on_event=on_event,
                              options=options)
     return Run(execution, recorder, impl.name)

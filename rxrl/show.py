@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from itertools import count
 from typing import Any
 
 from rxrl import graph as g
+from rxrl.compile import Step, compile_plan
 from rxrl.plan import Plan, Shards
-from rxrl.walk import occurrences
 
 
 def _fmt(node: g.Node, nid: int, ids: bool, sites: bool) -> str:
@@ -22,18 +20,22 @@ def _fmt(node: g.Node, nid: int, ids: bool, sites: bool) -> str:
     return text
 
 
-def _lines(node: g.Node, ids: Iterator[int], show_ids: bool, sites: bool) -> list[str]:
-    chain: list[tuple[int, g.Node]] = []
-    while isinstance(node, g.Unary):
-        chain.append((next(ids), node))
-        node = node.input
-    lines = [_fmt(node, next(ids), show_ids, sites)]
-    for k, child in enumerate(node.inputs):
-        last = k == len(node.inputs) - 1
-        sub = _lines(child, ids, show_ids, sites)
+def _lines(step: Step, shown: set[int], show_ids: bool, sites: bool) -> list[str]:
+    chain: list[Step] = []
+    while isinstance(step.node, g.Unary) and not isinstance(step.node, g.Split):
+        chain.append(step)
+        (step,) = step.inputs
+    lines = [_fmt(step.node, step.id, show_ids, sites)]
+    for k, child in enumerate(step.inputs):
+        last = k == len(step.inputs) - 1
+        if child.id in shown:  # a split's other branches: drawn once, where first reached
+            sub = [f"{_fmt(child.node, child.id, show_ids, False)}  (shared: see above)"]
+        else:
+            shown.add(child.id)
+            sub = _lines(child, shown, show_ids, sites)
         lines.append(("└─ " if last else "├─ ") + sub[0])
         lines.extend(("   " if last else "│  ") + line for line in sub[1:])
-    lines.extend("| " + _fmt(op, nid, show_ids, sites) for nid, op in reversed(chain))
+    lines.extend("| " + _fmt(op.node, op.id, show_ids, sites) for op in reversed(chain))
     return lines
 
 
@@ -52,7 +54,7 @@ def render(node: g.Node, *, ids: bool = False, sites: bool = False) -> str:
     └─ #5 from_iterable('xy')
     | #0 take(1)
     """
-    return "\n".join(_lines(node, count(), ids, sites))
+    return "\n".join(_lines(compile_plan(node, check=False).root, set(), ids, sites))
 
 
 def show(plan: Plan[Any] | Shards[Any], fmt: str = "text", *, ids: bool = False,
@@ -65,10 +67,9 @@ def show(plan: Plan[Any] | Shards[Any], fmt: str = "text", *, ids: bool = False,
     node = plan.node
     if fmt == "text":
         return render(node, ids=ids, sites=sites)
-    occ = list(occurrences(node))
-    number = {id(n): nid for nid, n in occ}  # a node reached twice is drawn once
-    edges = sorted({(number[id(child)], number[id(n)]) for _, n in occ for child in n.inputs})
-    nodes = sorted({number[id(n)]: n for _, n in occ}.items())
+    steps = list(compile_plan(node, check=False).steps())  # a split is drawn once, with n outputs
+    edges = sorted({(child.id, s.id) for s in steps for child in s.inputs})
+    nodes = [(s.id, s.node) for s in steps]
     if fmt == "dot":
         out = ["digraph plan {", "  rankdir=TB;", "  node [shape=box, fontname=monospace];"]
         out += [f'  n{i} [label="{_escape(n)}"];' for i, n in nodes]

@@ -44,7 +44,7 @@ def test_union_weights() -> None:
     a, b = rxrl.from_iterable([1]), rxrl.from_iterable([2])
     with pytest.raises(rxrl.PlanError, match="got 1 weights for 2 inputs"):
         ops.union(a, b, weights=[1])
-    with pytest.raises(rxrl.PlanError, match=r"weights\[1\] must be an integer >= 1, got 0"):
+    with pytest.raises(rxrl.PlanError, match=r"weights\[1\] must be a positive finite number, got 0"):
         ops.union(a, b, weights=[1, 0])
     with pytest.raises(rxrl.PlanError, match="weights only apply to mode='round_robin'"):
         ops.union(a, b, mode="async", weights=[1, 2])

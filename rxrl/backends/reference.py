@@ -1,8 +1,13 @@
 """The sequential reference interpreter: plain generators, in-process actors; the semantics.
 
-Every node lowers to a list of iterators: one per shard for a sharded node, a single one for
-a driver stream. Shard-local operators (`local_table`) are pure generator functions reused by
-the other backends to run a fused shard chain inside an actor.
+Every node lowers to a list of iterators: one per shard for a shard chain, a single one for a
+driver stream. An iterator yields items and, when it has nothing to give *now*, ``NOT_READY``
+(see docs/semantics.md, "Readiness"); ``union``/``concurrently`` skip such an input, the root
+of the run raises ``DeadlockError`` (single-threaded, nothing else could ever move).
+
+Actor calls happen at the moment a concurrent backend would *submit* them (a ``gather`` keeps
+``k`` requests performed per shard, a pipelined ``call`` performs up to ``k`` calls ahead),
+so every actor sees its calls in the order a replayed trace gives on every backend.
 """
 
 from __future__ import annotations
@@ -13,143 +18,37 @@ from typing import Any
 
 from rxrl import graph as g
 from rxrl.actors import ActorGroup, Tagged
-from rxrl.errors import ActorError, OperatorError
+from rxrl.backends.common import Blocked, Reporter, creation_error, operator_error, route_of
+from rxrl.backends.kernels import Tee, Turns, round_robin_next
+from rxrl.backends.local import LOCAL, actor_stream, chain, close
+from rxrl.compile import Compiled, Lowerer, lower
+from rxrl.errors import DeadlockError
 from rxrl.events import Event, EventSink
-from rxrl.interop import END, ObservableQueue
+from rxrl.interop import ObservableQueue
+from rxrl.ready import END, NOT_READY
 from rxrl.run import Execution
 from rxrl.schedule import Recorder, Schedule
-from rxrl.walk import Lowerer, actor_groups, lower
 
 Streams = list[Iterator[Any]]
-_END = object()  # a shard's "no more items" result in gather's queues
 
 
-def _fail(node: g.Node, e: Exception) -> OperatorError:
-    return OperatorError(node.label, node.site, e)
+class _Shards(list[Iterator[Any]]):
+    """A shard chain's iterators (one per shard), with the chain they run."""
 
-
-# ------------------------------------------------------------- shard-local operators
-
-
-def run_map(node: g.Map, src: Iterator[Any]) -> Iterator[Any]:
-    fn = node.fn
-    for x in src:
-        try:
-            y = fn(x)
-        except Exception as e:
-            raise _fail(node, e) from e
-        yield y
-
-
-def run_filter(node: g.Filter, src: Iterator[Any]) -> Iterator[Any]:
-    pred = node.pred
-    for x in src:
-        try:
-            keep = pred(x)
-        except Exception as e:
-            raise _fail(node, e) from e
-        if keep:
-            yield x
-
-
-def run_flat_map(node: g.FlatMap, src: Iterator[Any]) -> Iterator[Any]:
-    for x in src:
-        try:
-            ys = list(node.fn(x))
-        except Exception as e:
-            raise _fail(node, e) from e
-        yield from ys
-
-
-def run_window(node: g.Window, src: Iterator[Any]) -> Iterator[Any]:
-    buf: list[Any] = []
-    for x in src:
-        buf.append(x)
-        if len(buf) == node.count:
-            yield buf
-            buf = []
-    if buf:
-        yield buf
-
-
-def run_size_window(node: g.SizeWindow, src: Iterator[Any]) -> Iterator[Any]:
-    buf: list[Any] = []
-    total = 0
-    for x in src:
-        buf.append(x)
-        try:
-            total += node.size(x)
-        except Exception as e:
-            raise _fail(node, e) from e
-        if total >= node.min_size:
-            yield _combine(node, buf)
-            buf, total = [], 0
-    if buf:
-        yield _combine(node, buf)
-
-
-def _combine(node: g.SizeWindow, buf: list[Any]) -> Any:
-    try:
-        return node.combine(buf)
-    except Exception as e:
-        raise _fail(node, e) from e
-
-
-def run_take(node: g.Take, src: Iterator[Any]) -> Iterator[Any]:
-    if node.count == 0:
-        return
-    for taken, x in enumerate(src, 1):
-        yield x
-        if taken == node.count:
-            return
-
-
-def run_scan(node: g.Scan, src: Iterator[Any]) -> Iterator[Any]:
-    acc = node.init
-    for x in src:
-        try:
-            acc = node.fn(acc, x)
-        except Exception as e:
-            raise _fail(node, e) from e
-        yield acc
-
-
-def run_tap(node: g.Tap, src: Iterator[Any]) -> Iterator[Any]:
-    for x in src:
-        try:
-            node.fn(x)
-        except Exception as e:
-            raise _fail(node, e) from e
-        yield x
-
-
-#: node type -> generator over one stream; shared with the backends that run shard chains
-local_table: dict[type[g.Node], Callable[[Any, Iterator[Any]], Iterator[Any]]] = {
-    g.Map: run_map, g.Filter: run_filter, g.FlatMap: run_flat_map, g.Window: run_window,
-    g.SizeWindow: run_size_window, g.Take: run_take, g.Scan: run_scan, g.Tap: run_tap,
-}
-
-
-def actor_stream(node: g.FromActors, actor: Any) -> Iterator[Any]:
-    """Shard stream of ``from_actors``: ``fn(actor)`` per pull, forever."""
-    fn = node.fn
-    while True:
-        try:
-            y = fn(actor)
-        except Exception as e:
-            raise _fail(node, e) from e
-        yield y
-
-
-# ---------------------------------------------------------------------- the interpreter
+    def __init__(self, node: g.ShardChain, its: list[Iterator[Any]]) -> None:
+        super().__init__(its)
+        self.node = node
 
 
 class _Context:
     def __init__(self, schedule: Schedule, recorder: Recorder, on_event: EventSink | None):
         self.schedule = schedule
-        self.recorder = recorder
-        self.on_event = on_event
+        self.report = Reporter(recorder, on_event)
+        self.blocked = Blocked()
         self.instances: dict[int, list[Any]] = {}
+        #: calls and broadcasts sent to each actor (key, index): what may make a not-ready
+        #: actor source ready again
+        self.effects: dict[tuple[str, int], int] = {}
         #: what closing the run releases (observable subscriptions)
         self.closers: list[Callable[[], None]] = []
 
@@ -159,194 +58,277 @@ class _Context:
 
     def choose(self, nid: int, node: g.Node, ready: list[int]) -> int:
         choice = self.schedule.choose(nid, ready)
-        self.recorder.record(nid, choice)
-        if self.on_event:
-            self.on_event(Event("choice", nid, node.label, None, choice, str(ready)))
+        self.report.choice(nid, node, choice, ready)
         return choice
 
     def actors(self, group: ActorGroup[Any]) -> list[Any]:
         return self.instances[id(group)]
 
-    def start_actors(self, groups: list[ActorGroup[Any]]) -> None:
+    def start_actors(self, groups: tuple[ActorGroup[Any], ...]) -> None:
         for group in groups:
             made = []
             for i in range(group.size):
                 try:
                     made.append(group.make(i))
                 except Exception as e:
-                    raise ActorError(
-                        f"creating actor {group.name}[{i}] (group built at {group.site}) "
-                        f"raised {type(e).__name__}: {e}"
-                    ) from e
+                    raise creation_error(group, i, e) from e
             self.instances[id(group)] = made
 
-    def effect(self, nid: int, node: g.Node, index: int, item: Any) -> None:
-        if self.on_event:
-            fn = getattr(node, "fn", None)
-            self.on_event(Event("call", nid, node.label, index, item,
-                                f"{node.group.name}[{index}].{g.fn_name(fn)}"))  # type: ignore[attr-defined]
+    def effect(self, nid: int, node: g.Broadcast | g.Call, index: int, item: Any) -> None:
+        self.report.call(nid, node, index, item)
+        key = (node.group.key, index)
+        self.effects[key] = self.effects.get(key, 0) + 1
+
+    def effects_on(self, group: ActorGroup[Any] | None, index: int) -> int:
+        return 0 if group is None else self.effects.get((group.key, index), 0)
 
 
 def _observed(ctx: _Context, nid: int, node: g.Node, shard: int | None,
               src: Iterator[Any]) -> Iterator[Any]:
-    assert ctx.on_event is not None
-    emit, label = ctx.on_event, node.label
-    while True:
-        emit(Event("pull", nid, label, shard))
-        try:
-            x = next(src)
-        except StopIteration:
-            emit(Event("end", nid, label, shard))
-            return
-        emit(Event("emit", nid, label, shard, x))
-        yield x
+    emit, label = ctx.report.event, node.label
+    try:
+        while True:
+            emit(Event("pull", nid, label, shard))
+            x = next(src, END)
+            if x is END:
+                emit(Event("end", nid, label, shard))
+                return
+            emit(Event("not_ready" if x is NOT_READY else "emit", nid, label, shard,
+                       None if x is NOT_READY else x))
+            yield x
+    finally:
+        close(src)
 
 
-def _local(ctx: _Context, node: g.Node, nid: int, ins: list[Streams]) -> Streams:
-    run = local_table[type(node)]
-    return [run(node, s) for s in ins[0]]
+# ---------------------------------------------------------------------------------- sources
 
 
 def _from_iterable(ctx: _Context, node: g.FromIterable, nid: int, ins: list[Streams]) -> Streams:
     return [node.open()]
 
 
-def _from_iterables(ctx: _Context, node: g.FromIterables, nid: int, ins: list[Streams]) -> Streams:
-    return [node.open(i) for i in range(node.shards)]
-
-
-def _from_actors(ctx: _Context, node: g.FromActors, nid: int, ins: list[Streams]) -> Streams:
-    return [actor_stream(node, a) for a in ctx.actors(node.group)]
+def _shard_chain(ctx: _Context, node: g.ShardChain, nid: int, ins: list[Streams]) -> Streams:
+    source = node.source
+    if isinstance(source, g.FromActors):
+        roots = [actor_stream(source, a) for a in ctx.actors(source.group)]
+    else:
+        roots = [source.open(i) for i in range(source.shards)]
+    if not ctx.report.observing:
+        return _Shards(node, [chain(node, it) for it in roots])
+    out = []
+    for shard, it in enumerate(roots):  # events name every step of the chain
+        it = _observed(ctx, node.source_id, source, shard, it)
+        for step_id, step in node.steps:
+            it = _observed(ctx, step_id, step, shard, LOCAL[type(step)](step, it))
+        out.append(it)
+    return _Shards(node, out)
 
 
 def _from_observable(ctx: _Context, node: g.FromObservable, nid: int, ins: list[Streams]
                      ) -> Streams:
     queue = ObservableQueue(node)  # subscribed at the first pull; a blocking, bounded buffer
     ctx.closers.append(queue.close)
+    return [iter(queue.take, END)]
 
-    def items() -> Iterator[Any]:
-        while (x := queue.take()) is not END:
-            yield x
 
-    return [items()]
+def _local(ctx: _Context, node: g.Node, nid: int, ins: list[Streams]) -> Streams:
+    return [LOCAL[type(node)](node, ins[0][0])]
+
+
+# ------------------------------------------------------------------------------ collectors
+
+
+class _Shard:
+    """One shard of a collector: its stream, its actor, and whether it waits to be asked again."""
+
+    def __init__(self, it: Iterator[Any], group: ActorGroup[Any] | None, index: int) -> None:
+        self.it, self.group, self.index = it, group, index
+        #: the effect count when it answered NOT_READY; None while it is not parked
+        self.parked_at: int | None = None
+
+    def ask(self, ctx: _Context) -> tuple[Any, int]:
+        """Perform a request now: ``(outcome, effect count)``; an exception is the outcome."""
+        seq = ctx.effects_on(self.group, self.index)
+        try:
+            return next(self.it, END), seq
+        except Exception as e:
+            return e, seq
+
+    def askable(self, ctx: _Context) -> bool:
+        """Not parked, or its actor was sent a call or broadcast since it answered NOT_READY."""
+        return self.parked_at is None or ctx.effects_on(self.group, self.index) > self.parked_at
+
+
+def _why_parked(node: g.Node, shard: _Shard) -> str:
+    who = f"{shard.group.name}[{shard.index}]" if shard.group else f"shard {shard.index}"
+    return (f"{node.describe()}: {who} answered NOT_READY and has been sent no call or "
+            "broadcast since")
+
+
+def _shards(ctx: _Context, node: g.Node, its: Streams) -> list[_Shard]:
+    assert isinstance(its, _Shards), "compile fuses every collector's input"
+    return [_Shard(it, its.node.group, i) for i, it in enumerate(its)]
 
 
 def _barrier(ctx: _Context, node: g.Barrier, nid: int, ins: list[Streams]) -> Streams:
-    def rounds(live: list[Iterator[Any]]) -> Iterator[list[Any]]:
+    shards = _shards(ctx, node, ins[0])
+
+    def rounds() -> Iterator[Any]:
+        live = list(range(len(shards)))
         while live:
-            items, still = [], []
-            for shard in live:
-                for x in shard:  # at most one item: break after it
-                    items.append(x)
-                    still.append(shard)
-                    break
-            live = still
+            got: dict[int, Any] = {}
+            while len(got) < len(live):
+                for i in live:  # shard order: the first failing shard's error wins
+                    shard = shards[i]
+                    if i in got or not shard.askable(ctx):
+                        continue
+                    x, seq = shard.ask(ctx)
+                    if isinstance(x, Exception):
+                        raise x
+                    if x is NOT_READY:
+                        shard.parked_at = seq
+                        ctx.blocked.note(nid, i, _why_parked(node, shard))
+                    else:
+                        shard.parked_at = None
+                        ctx.blocked.clear(nid, i)
+                        got[i] = x
+                if len(got) < len(live):
+                    yield NOT_READY
+            items = [got[i] for i in live if got[i] is not END]
+            live = [i for i in live if got[i] is not END]
             if items:
                 yield items
 
-    return [rounds(list(ins[0]))]
+    return [rounds()]
 
 
 def _gather(ctx: _Context, node: g.Gather, nid: int, ins: list[Streams]) -> Streams:
-    shards = ins[0]
-    group = _source_group(node.input)
-
-    def submit(i: int, queue: deque[Any]) -> None:
-        # Performing the request now (not when it is taken) is what a distributed backend
-        # does when it submits; exceptions are kept and raised when the result is taken.
-        try:
-            queue.append(next(shards[i]))
-        except StopIteration:
-            queue.append(_END)
-        except Exception as e:
-            queue.append(e)
+    shards = _shards(ctx, node, ins[0])
+    group = shards[0].group if shards else None
+    k = node.max_in_flight
 
     def completions() -> Iterator[Any]:
-        queues: list[deque[Any]] = [deque() for _ in shards]
-        for i, q in enumerate(queues):
-            for _ in range(node.max_in_flight):
-                submit(i, q)
-                if q[-1] is _END:
-                    break
+        # per shard: the outcomes of requests performed and not yet taken (their effect counts)
+        queues: list[deque[tuple[Any, int]]] = [deque() for _ in shards]
+        missing = [k] * len(shards)  # requests to perform when the shard may be asked
+        ended = [False] * len(shards)
         while True:
+            for i, shard in enumerate(shards):  # submit: the first pull, and parked slots
+                while missing[i] and not ended[i] and shard.askable(ctx):
+                    missing[i] -= 1
+                    queues[i].append(shard.ask(ctx))
+                    ended[i] = queues[i][-1][0] is END
             ready = [i for i, q in enumerate(queues) if q]
             if not ready:
-                return
+                if all(ended):
+                    return
+                yield NOT_READY
+                continue
             i = ctx.choose(nid, node, ready)
-            result = queues[i].popleft()
-            if result is _END:
+            result, seq = queues[i].popleft()
+            if result is END:
                 queues[i].clear()
                 continue
             if isinstance(result, Exception):
                 raise result
-            if _END not in queues[i]:
-                submit(i, queues[i])
+            if result is NOT_READY:  # ask again only once the actor has been sent something
+                missing[i] += 1
+                shards[i].parked_at = seq
+                ctx.blocked.note(nid, i, _why_parked(node, shards[i]))
+                continue
+            shards[i].parked_at = None
+            ctx.blocked.clear(nid, i)
+            missing[i] += 1  # the next request is performed before the item goes downstream
+            if not ended[i]:
+                missing[i] -= 1
+                queues[i].append(shards[i].ask(ctx))
+                ended[i] = queues[i][-1][0] is END
             yield Tagged(result, i, group) if node.tagged else result
 
     return [completions()]
 
 
-def _source_group(node: g.Node) -> ActorGroup[Any] | None:
-    while not isinstance(node, g.FromActors | g.FromIterables):
-        node = node.inputs[0]
-    return node.group if isinstance(node, g.FromActors) else None
+# --------------------------------------------------------------------------- actor effects
 
 
 def _broadcast(ctx: _Context, node: g.Broadcast, nid: int, ins: list[Streams]) -> Streams:
     def effects(src: Iterator[Any]) -> Iterator[Any]:
         targets = ctx.actors(node.group)
         for x in src:
-            for i, actor in enumerate(targets):
-                ctx.effect(nid, node, i, x)
-                try:
-                    node.fn(actor, x)
-                except Exception as e:
-                    raise _fail(node, e) from e
+            if x is not NOT_READY:
+                for i, actor in enumerate(targets):
+                    ctx.effect(nid, node, i, x)
+                    try:
+                        node.fn(actor, x)
+                    except Exception as e:
+                        raise operator_error(node, e) from e
             yield x
 
     return [effects(ins[0][0])]
 
 
-def route_of(node: g.Call, item: Any, position: int) -> int:
-    """Which actor of ``node.group`` handles the ``position``-th item (see ``ops.call``)."""
-    n = node.group.size
-    if node.route is not None:
-        index = node.route(item)
-    elif isinstance(item, Tagged) and item.group is node.group:
-        index = item.shard
-    else:
-        index = 0 if n == 1 else position % n
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n:
-        raise ValueError(f"route chose actor {index!r}, but {node.group!r} has actors 0..{n - 1}")
-    return index
-
-
 def _call(ctx: _Context, node: g.Call, nid: int, ins: list[Streams]) -> Streams:
     def calls(src: Iterator[Any]) -> Iterator[Any]:
         targets = ctx.actors(node.group)
-        for position, x in enumerate(src):
-            try:
-                i = route_of(node, x, position)
-                ctx.effect(nid, node, i, x)
-                y = node.fn(targets[i], x)
-            except Exception as e:
-                raise _fail(node, e) from e
-            yield y
+        results: deque[tuple[bool, Any]] = deque()  # performed, not yet emitted: (ok, value)
+        position = 0
+        ended = False
+        while True:
+            while len(results) < node.max_in_flight and not ended:
+                x = next(src, END)
+                if x is END:
+                    ended = True
+                elif x is NOT_READY:
+                    break
+                else:
+                    results.append(_perform(ctx, nid, node, targets, x, position))
+                    position += 1
+            if results:
+                ok, y = results.popleft()
+                if not ok:
+                    raise y
+                yield y
+            elif ended:
+                return
+            else:
+                yield NOT_READY
 
     return [calls(ins[0][0])]
 
 
+def _perform(ctx: _Context, nid: int, node: g.Call, targets: list[Any], x: Any,
+             position: int) -> tuple[bool, Any]:
+    try:
+        i = route_of(node, x, position)
+        ctx.effect(nid, node, i, x)
+        return True, node.fn(targets[i], x)
+    except Exception as e:
+        error = operator_error(node, e)
+        error.__cause__ = e
+        return False, error
+
+
+# ------------------------------------------------------------------------------ combinators
+
+
 def _zip(ctx: _Context, node: g.Zip, nid: int, ins: list[Streams]) -> Streams:
-    def lockstep(its: list[Iterator[Any]]) -> Iterator[tuple[Any, ...]]:
-        while True:
-            row = []
-            for it in its:
-                for x in it:
-                    row.append(x)
-                    break
-                else:
+    def lockstep(its: list[Iterator[Any]]) -> Iterator[Any]:
+        row: list[Any] = []
+        try:
+            while True:
+                x = next(its[len(row)], END)
+                if x is END:
                     return
-            yield tuple(row)
+                if x is NOT_READY:
+                    yield x  # the row so far waits for this input
+                    continue
+                row.append(x)
+                if len(row) == len(its):
+                    yield tuple(row)
+                    row = []
+        finally:
+            for it in its:
+                close(it)
 
     return [lockstep([s[0] for s in ins])]
 
@@ -355,40 +337,84 @@ def _union(ctx: _Context, node: g.Union, nid: int, ins: list[Streams]) -> Stream
     its = [s[0] for s in ins]
 
     def round_robin() -> Iterator[Any]:
-        live = list(range(len(its)))
-        while live:
-            for i in list(live):
-                for _ in range(node.weights[i]):
-                    try:
-                        x = next(its[i])
-                    except StopIteration:
-                        live.remove(i)
-                        break
-                    if node.emits(i):
-                        yield x
+        turns = Turns(node.weights)
+        while (x := round_robin_next(turns, lambda i: next(its[i], END), node.emits)) is not END:
+            yield x
 
     def as_ready() -> Iterator[Any]:
         live = list(range(len(its)))
+        tried: set[int] = set()  # inputs not ready since the last progress
         while live:
-            i = ctx.choose(nid, node, live)
-            try:
-                x = next(its[i])
-            except StopIteration:
-                live.remove(i)
+            candidates = [i for i in live if i not in tried]
+            if not candidates:
+                tried.clear()
+                yield NOT_READY
                 continue
-            if node.emits(i):
+            i = ctx.choose(nid, node, candidates)
+            x = next(its[i], END)
+            if x is NOT_READY:
+                tried.add(i)
+                continue
+            tried.clear()
+            if x is END:
+                live.remove(i)
+            elif node.emits(i):
                 yield x
 
     return [round_robin() if node.mode == "round_robin" else as_ready()]
 
 
-_TABLE: dict[type[g.Node], Lowerer[_Context, Streams]] = {
-    **{t: _local for t in local_table},
-    g.FromIterable: _from_iterable, g.FromIterables: _from_iterables,
-    g.FromActors: _from_actors, g.FromObservable: _from_observable,
+def _split(ctx: _Context, node: g.Split, nid: int, ins: list[Streams]) -> Tee:
+    return _Split(ctx, node, nid, ins[0][0])
+
+
+class _Split(Tee):
+    """A split's tee over its (one) source iterator."""
+
+    def __init__(self, ctx: _Context, node: g.Split, nid: int, source: Iterator[Any]) -> None:
+        super().__init__(node.n, node.max_lag)
+        self.ctx, self.node, self.nid, self.source = ctx, node, nid, source
+
+    def branch(self, i: int) -> Iterator[Any]:
+        pull = self.pull
+        blocked = self.ctx.blocked
+        try:
+            while (x := self.next(i, pull)) is not END:
+                if x is NOT_READY and self.lagging(i):
+                    blocked.note(self.nid, i, self.why(self.node, i))
+                else:
+                    blocked.clear(self.nid, i)
+                yield x
+        finally:
+            blocked.clear(self.nid, i)
+            if self.close(i):
+                close(self.source)
+
+    def pull(self) -> Any:
+        return next(self.source, END)
+
+
+def _branch(ctx: _Context, node: g.Branch, nid: int, ins: list[Any]) -> Streams:
+    (tee,) = ins
+    return [tee.branch(node.index)]
+
+
+_TABLE: dict[type[g.Node], Lowerer[_Context, Any]] = {
+    **{t: _local for t in LOCAL},
+    g.FromIterable: _from_iterable, g.ShardChain: _shard_chain, g.FromObservable: _from_observable,
     g.Barrier: _barrier, g.Gather: _gather, g.Broadcast: _broadcast, g.Call: _call,
-    g.Zip: _zip, g.Union: _union, g.Concurrently: _union,
+    g.Zip: _zip, g.Union: _union, g.Split: _split, g.Branch: _branch,
 }
+
+
+def _root(ctx: _Context, stream: Iterator[Any]) -> Iterator[Any]:
+    try:
+        for x in stream:
+            if x is NOT_READY:  # single-threaded: nothing else could ever change it
+                raise DeadlockError(ctx.blocked.report())
+            yield x
+    finally:
+        close(stream)
 
 
 class ReferenceBackend:
@@ -397,25 +423,26 @@ class ReferenceBackend:
     name = "reference"
     follows_schedule = True
 
-    def execute(self, root: g.Node, *, schedule: Schedule | None, recorder: Recorder,
+    def execute(self, plan: Compiled, *, schedule: Schedule | None, recorder: Recorder,
                 on_event: EventSink | None, options: dict[str, Any]) -> Execution:
         """Create the plan's actors and return its (lazy) output stream."""
         if options:
             raise TypeError(f"the reference backend takes no options, got {sorted(options)}")
         ctx = _Context(schedule or Schedule.round_robin(), recorder, on_event)
-        ctx.start_actors(actor_groups(root))
+        ctx.start_actors(plan.groups)
         table = _TABLE if on_event is None else _observing(_TABLE)
-        (stream,) = lower(root, table, ctx, self.name)
-        return Execution(stream, ctx.close)
+        (stream,) = lower(plan, table, ctx, self.name)
+        return Execution(_root(ctx, stream), ctx.close)
 
 
-def _observing(table: dict[type[g.Node], Lowerer[_Context, Streams]]
-               ) -> dict[type[g.Node], Lowerer[_Context, Streams]]:
-    def wrap(lowerer: Lowerer[_Context, Streams]) -> Lowerer[_Context, Streams]:
-        def observed(ctx: _Context, node: g.Node, nid: int, ins: list[Streams]) -> Streams:
+def _observing(table: dict[type[g.Node], Lowerer[_Context, Any]]
+               ) -> dict[type[g.Node], Lowerer[_Context, Any]]:
+    def wrap(lowerer: Lowerer[_Context, Any]) -> Lowerer[_Context, Any]:
+        def observed(ctx: _Context, node: g.Node, nid: int, ins: list[Any]) -> Any:
             out = lowerer(ctx, node, nid, ins)
-            shards: list[int | None] = list(range(len(out))) if node.shards else [None]
-            return [_observed(ctx, nid, node, s, it) for s, it in zip(shards, out, strict=True)]
+            if isinstance(node, g.Split | g.ShardChain):  # observed per branch / per step
+                return out
+            return [_observed(ctx, nid, node, None, it) for it in out]
         return observed
 
     return {t: wrap(f) for t, f in table.items()}

@@ -279,7 +279,7 @@ def test_a_schedule_is_refused() -> None:
 
 
 def test_unknown_and_invalid_options_are_refused() -> None:
-    with pytest.raises(TypeError, match=r"unknown option\(s\) \['adress'\]"):
+    with pytest.raises(TypeError, match=r"no option\(s\) \['adress'\]"):
         rxrl.run(rxrl.from_iterable([1]), "ray", adress="auto")
     with pytest.raises(ValueError, match="timeout_s"):
         rxrl.run(rxrl.from_iterable([1]), "ray", timeout_s=0)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import rxrl
 from rxrl import ops
+from rxrl.errors import WaitTimeoutError
 from tests.conformance.harness import Adder, Counter, CountingIterable
 
 pytestmark = pytest.mark.timeout(60)
@@ -79,11 +80,11 @@ def test_a_schedule_is_refused_with_a_clear_error() -> None:
 
 
 def test_unknown_and_invalid_options_are_refused() -> None:
-    with pytest.raises(TypeError, match=r"no option\(s\) \['adress'\].*'timeout'"):
+    with pytest.raises(TypeError, match=r"no option\(s\) \['adress'\].*'timeout_s'"):
         rxrl.run(rxrl.from_iterable([1]), "rx", adress="x")
-    with pytest.raises(ValueError, match="timeout must be positive"):
+    with pytest.raises(ValueError, match="timeout_s must be a positive"):
         rxrl.run(rxrl.from_iterable([1]), "rx", timeout=0)
-    with pytest.raises(ValueError, match="max_pending_broadcasts must be >= 1"):
+    with pytest.raises(ValueError, match="max_pending_broadcasts must be an integer >= 1"):
         rxrl.run(rxrl.from_iterable([1]), "rx", max_pending_broadcasts=0)
 
 
@@ -294,7 +295,8 @@ def test_an_actor_that_never_answers_hits_the_deadline() -> None:
 
     group = rxrl.actors(Stuck, 1)
     try:
-        with pytest.raises(rxrl.ActorError, match=r"gather\(.*nothing arrived within 0.2 s"):
+        with pytest.raises(WaitTimeoutError, match=r"gather\(.*Stuck\[0\].*nothing arrived within "
+                                                   r"timeout_s=0.2 s"):
             list(rxrl.run(rxrl.from_actors(group, Stuck.sample) | ops.gather(), "rx", timeout=0.2,
                           close_timeout=0.1))
     finally:

@@ -8,12 +8,15 @@
   call per output item; ``from_iterables`` shards run the same way on a small pool of generic
   host actors reused across runs (``iterable_hosts`` of them; an iterable that cannot be
   pickled, e.g. a generator, runs on the driver instead).
-- Driver operators run on the driver; ``gather``/``barrier``/``call`` wait with ``ray.wait``;
-  ``broadcast`` submits its effects and moves on (Ray keeps each actor's calls in order);
-  async ``union``/``concurrently`` run each input in a driver thread with a one-item buffer.
-  Values made by actors stay in the object store until a driver operator looks at them.
+- Driver operators are the engine's (``rxrl.backends.engine``, shared with the rx backend),
+  run by the one driver thread: ``gather``/``barrier``/``call`` wait with ``ray.wait``;
+  ``broadcast`` submits its effects and moves on (Ray keeps each actor's calls in order); an
+  async ``union``/``concurrently`` chooses an input that can deliver, and sleeps in
+  ``ray.wait`` only when every input waits on Ray. Values made by actors stay in the object
+  store until a driver operator looks at them.
 - Every choice (gather, async union) is recorded; ``rxrl.run(plan, "reference",
-  schedule=ray_run.trace)`` replays the run. A Ray run cannot follow a given schedule.
+  schedule=ray_run.trace)`` replays the run, even when async branches share actors. A Ray
+  run cannot follow a given schedule.
 
 Options of ``rxrl.run(plan, backend="ray", **options)``:
 
@@ -36,20 +39,18 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from rxrl.backends.engine.stream import Stream, outputs
 from rxrl.backends.ray.connect import connect as join
 from rxrl.backends.ray.host import RemoteError
-from rxrl.backends.ray.lowering import TABLE, Stream, materialize
-from rxrl.backends.ray.runtime import RayTimeoutError, RunContext
+from rxrl.backends.ray.lowering import TABLE
+from rxrl.backends.ray.runtime import Options, RayRuntime, RayTimeoutError
+from rxrl.compile import Compiled, lower
 from rxrl.events import EventSink
-from rxrl.graph import Node
 from rxrl.run import Execution
 from rxrl.schedule import Recorder, Schedule
-from rxrl.walk import lower
 
-__all__ = ["BACKEND", "RayBackend", "RayTimeoutError", "RemoteError"]
+__all__ = ["BACKEND", "Options", "RayBackend", "RayTimeoutError", "RemoteError"]
 
-_OPTIONS = frozenset({"address", "init_options", "timeout_s", "start_timeout_s", "iterable_hosts",
-                      "max_pending_broadcasts"})
 log = logging.getLogger(__name__)
 
 
@@ -59,40 +60,21 @@ class RayBackend:
     name = "ray"
     follows_schedule = False
 
-    def execute(self, root: Node, *, schedule: Schedule | None, recorder: Recorder,
+    def execute(self, plan: Compiled, *, schedule: Schedule | None, recorder: Recorder,
                 on_event: EventSink | None, options: dict[str, Any]) -> Execution:
         """Start Ray if needed, create the plan's actors, and return its output stream."""
-        unknown = sorted(set(options) - _OPTIONS)
-        if unknown:
-            raise TypeError(f"unknown option(s) {unknown} for the ray backend; it takes "
-                            f"{sorted(_OPTIONS)}")
-        timeout_s = _seconds(options, "timeout_s")
-        start_timeout_s = _seconds(options, "start_timeout_s")
-        iterable_hosts = options.get("iterable_hosts", 4)
-        if isinstance(iterable_hosts, bool) or not isinstance(iterable_hosts, int) or iterable_hosts < 1:
-            raise ValueError(f"iterable_hosts must be an integer >= 1, got {iterable_hosts!r}")
-        pending = options.get("max_pending_broadcasts", 4)
-        if isinstance(pending, bool) or not isinstance(pending, int) or pending < 1:
-            raise ValueError(f"max_pending_broadcasts must be an integer >= 1, got {pending!r}")
-        connect(options.get("address"), options.get("init_options"))
-        ctx = RunContext(recorder, on_event, timeout_s, start_timeout_s, iterable_hosts, pending)
+        parsed = Options.parse(self.name, options)
+        connect(parsed.address, parsed.init_options)
+        rt = RayRuntime(recorder, on_event, parsed)
         try:
-            out = lower(root, TABLE, ctx, self.name)
-            assert isinstance(out, Stream), "validate() guarantees a driver root"
-            out.want()  # the run's outputs are values
-            ctx.start()
+            out = lower(plan, TABLE, rt, self.name)
+            assert isinstance(out, Stream), "compile guarantees a driver root"
+            out.want()  # the run's outputs are values: known before any request goes out
+            rt.start()
         except BaseException:
-            ctx.close()
+            rt.close()
             raise
-        return Execution(_outputs(out, ctx), ctx.close)
-
-
-def _seconds(options: dict[str, Any], name: str) -> float | None:
-    value = options.get(name, 300.0)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                              or not value > 0):
-        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
-    return None if value is None else float(value)
+        return Execution(_outputs(rt, out), rt.close)
 
 
 def connect(address: str | None, init_options: dict[str, Any] | None) -> None:
@@ -101,16 +83,11 @@ def connect(address: str | None, init_options: dict[str, Any] | None) -> None:
     join(address, init_options)
 
 
-def _outputs(stream: Stream, ctx: RunContext) -> Iterator[Any]:
-    form = stream.form
+def _outputs(rt: RayRuntime, stream: Stream) -> Iterator[Any]:
     try:
-        if form == "value":
-            yield from stream.items
-        else:
-            for x in stream.items:
-                yield materialize(form, x)
+        yield from outputs(rt, stream)
     finally:
-        ctx.close()
+        rt.close()
 
 
 BACKEND = RayBackend()

@@ -21,14 +21,18 @@ from ray import cloudpickle
 
 from rxrl import graph as g
 from rxrl.actors import Tagged
-from rxrl.backends.reference import actor_stream, local_table
+from rxrl.backends.local import LOCAL, actor_stream
 from rxrl.errors import OperatorError, RxrlError
+from rxrl.ready import END, NOT_READY
 
-#: statuses of a request (besides a ``Failure``, or a ``Tagged`` hint for an ok Tagged value)
+#: statuses of a request (besides ``END``, ``NOT_READY``, a ``Failure``, or a ``Tagged`` hint
+#: for an ok Tagged value); ``END`` and ``NOT_READY`` unpickle to the driver's own markers
 OK = "ok"
-END = "end"
 #: the actor was restarted and has not been brought up to date yet: nothing was executed
 STALE = "stale"
+
+__all__ = ["END", "NOT_READY", "OK", "STALE", "Chain", "Failure", "Host", "MemberSpec",
+           "RemoteError"]
 
 #: ``cloudpickle.dumps`` (untyped upstream)
 dumps = cast(Callable[[Any], bytes], cloudpickle.dumps)
@@ -199,7 +203,7 @@ class Host:
             assert chain.iterator is not None
             it = chain.iterator  # its own exceptions pass unwrapped, as in the reference
         for step in chain.steps:
-            it = local_table[type(step)](step, it)
+            it = LOCAL[type(step)](step, it)
         return it
 
     @ray.method(num_returns=2)
@@ -253,7 +257,10 @@ class Host:
 
 
 def status_of(x: Any) -> Any:
-    """``OK``, or for a Tagged item a value-less ``Tagged`` so the driver can route without it."""
+    """``OK``, ``NOT_READY`` (an actor source with nothing to give yet), or for a Tagged item
+    a value-less ``Tagged`` so the driver can route without fetching it."""
+    if x is NOT_READY:
+        return NOT_READY
     return Tagged(None, x.shard, x.group) if type(x) is Tagged else OK
 
 

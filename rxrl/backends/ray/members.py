@@ -1,26 +1,35 @@
-"""The driver's handles on where requests go: plan actors (with restart recovery), pooled
-hosts of iterable shards, and shards run on the driver itself."""
+"""Where requests go on Ray, and the one layer that recovers restarted actors under them.
+
+A request to a plan actor is a ``RayRequest``: the engine sees it complete and reads its
+outcome. If the actor died and Ray restarted it, reading the outcome recovers the actor
+*inside* the request: the latest broadcasts are re-applied, every request the actor had
+outstanding from its old life is sent again in its original order (a broadcast's effect is
+covered by the re-application), and the outcome is that of the new request. No operator
+knows about restarts. Pooled hosts of iterable shards and shards run on the driver complete
+the same interface.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import ray
-from ray.exceptions import ActorDiedError, RayActorError
+from ray.exceptions import ActorDiedError, GetTimeoutError, RayActorError, RayError
 
 from rxrl import graph as g
 from rxrl.actors import ActorGroup, Tagged
-from rxrl.backends.ray.host import END, OK, Chain, Failure, Host, Shape, pack
-from rxrl.backends.reference import local_table
+from rxrl.backends.engine.stream import Request, Shard
+from rxrl.backends.local import LOCAL
+from rxrl.backends.ray.host import END, NOT_READY, OK, STALE, Chain, Failure, Host, Shape, pack
 from rxrl.errors import ActorError, OperatorError
 
 if TYPE_CHECKING:
-    from rxrl.backends.ray.runtime import RunContext
+    from rxrl.backends.ray.runtime import RayRuntime
 
 #: a Ray actor handle of ``Host`` (Ray's handle types do not describe ``num_returns=2``)
 Handle = Any
@@ -33,17 +42,21 @@ HostActor = ray.remote(Host)
 @attrs.frozen(slots=True)
 class Ref:
     """A driver-stream item whose value lives in Ray's object store (``ref``), or, for a shard
-    run on the driver, already here (``local``). ``tag`` is the routing tag of a Tagged value."""
+    run on the driver or a value read in one object with its status, already here (``local``).
+    ``tag`` is the routing tag of a Tagged value."""
 
     ref: Any
     local: Any = None
     tag: Tagged[None] | None = None
 
 
+class Round(list[Ref]):
+    """A barrier round: one ``Ref`` per shard."""
+
+
 @attrs.define(slots=True)
 class Pending:
-    """A submitted request: its status and value refs, or its result once it is on the driver
-    (``local``: computed here, or read as one object because the driver needs the value)."""
+    """A submitted request's reply refs, or its reply once on the driver (``local``)."""
 
     status: Any
     value: Any
@@ -51,31 +64,6 @@ class Pending:
     local: tuple[Any, Any] | None = None
     #: the reply is one ``(status, value)`` object (``status`` is its ref)
     both: bool = False
-
-
-class Recoverable(Protocol):
-    """Something requests go to, that may lose its actor: a shard, or a plan actor."""
-
-    @property
-    def where(self) -> str:
-        """How error messages name it."""
-        ...
-
-    def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
-        """Bring it back after ``failed`` found its actor dead/restarted, or raise."""
-        ...
-
-
-class Shard(Recoverable, Protocol):
-    """Where one shard stream is computed: a plan actor, a pooled host, or the driver."""
-
-    def request(self, both: bool) -> Pending:
-        """Submit a request for the shard's next item (``both``: as one object)."""
-        ...
-
-    def current(self, p: Pending) -> bool:
-        """Whether ``p`` was submitted after the shard's last recovery (so it stays valid)."""
-        ...
 
 
 def raise_failure(f: Failure) -> None:
@@ -87,10 +75,102 @@ def raise_failure(f: Failure) -> None:
     raise f.cause
 
 
-def item_of(p: Pending, status: Any) -> Ref:
-    """The stream item of ok request ``p`` (``status`` is OK or a value-less Tagged hint)."""
-    tag = status if isinstance(status, Tagged) else None
-    return Ref(p.value, tag=tag) if p.local is None else Ref(None, p.local[1], tag)
+class RayRequest(Request):
+    """A request on Ray (see the module docstring). ``send`` submits it (again after a restart)."""
+
+    __slots__ = ("_done", "effect", "node", "p", "rt", "send", "target")
+
+    def __init__(self, rt: RayRuntime, target: Target, node: g.Node, send: Callable[[], Pending],
+                 effect: bool = False) -> None:
+        self.rt, self.target, self.node, self.send, self.effect = rt, target, node, send, effect
+        self.p = send()
+        self._done = False
+        if self.p.local is not None:
+            self._seen()
+        else:
+            rt.running[id(self)] = self
+            target.sent(self)
+
+    def _seen(self) -> None:
+        if not self._done:
+            self._done = True
+            self.rt.running.pop(id(self), None)
+            self.stamp = self.rt.observed()
+
+    def ref(self) -> Any:
+        """The object ref to wait on."""
+        return self.p.status
+
+    def done(self) -> bool:
+        """Whether the runtime has seen it complete (``RayRuntime.poll`` and the waits look)."""
+        return self._done
+
+    def mark(self) -> None:
+        """The runtime saw it complete."""
+        self._seen()
+
+    def resend(self) -> None:
+        """Submit it again (its actor was restarted); a broadcast's effect was re-applied."""
+        self._done = False
+        if self.effect:
+            self.p = Pending(None, None, self.target.epoch, local=(OK, None))
+            self._seen()
+            self.target.settled(self)
+            return
+        self.p = self.send()
+        self.rt.running[id(self)] = self
+
+    def status(self) -> Any:
+        """The reply's status, recovering the actor (and waiting again) if it had died."""
+        while True:
+            if self.p.local is not None:
+                return self.p.local[0]
+            try:
+                status = ray.get(self.p.status, timeout=self.rt.options.timeout_s)
+            except GetTimeoutError as e:
+                raise self.rt.timeout(self.node, self.target.where) from e
+            except RayActorError as e:
+                self.target.recover(self, self.node, e)
+                continue
+            except RayError as e:
+                raise ActorError(f"{self.target.where} failed while running "
+                                 f"{self.node.describe()}: {e}") from e
+            if self.p.both:
+                self.p.local = status
+                status = status[0]
+            if status == STALE:
+                self.target.recover(self, self.node, None)
+                continue
+            self.target.settled(self)
+            return status
+
+    def outcome(self) -> Any:
+        status = self.status()
+        if status is END or status is NOT_READY:
+            return status
+        if isinstance(status, Failure):
+            raise_failure(status)
+        tag = status if isinstance(status, Tagged) else None
+        p = self.p
+        return Ref(p.value, tag=tag) if p.local is None else Ref(None, p.local[1], tag)
+
+
+class Target:
+    """Something requests go to: a plan actor (recoverable), a pooled host, the driver."""
+
+    where: str
+    epoch: int = 0
+
+    def sent(self, request: RayRequest) -> None:
+        """``request`` was submitted to it."""
+
+    def settled(self, request: RayRequest) -> None:
+        """``request``'s reply was read."""
+
+    def recover(self, failed: RayRequest, node: g.Node, cause: BaseException | None) -> None:
+        """Bring it back after ``failed`` found its actor dead/restarted, or raise."""
+        raise ActorError(f"the Ray actor running {self.where} died while running "
+                         f"{node.describe()}: {cause}")
 
 
 @attrs.define(eq=False)
@@ -103,31 +183,33 @@ class GroupState:
     members: list[Member] = attrs.field(factory=list)
     #: per broadcast occurrence, its latest item, most recently applied last
     latest: OrderedDict[int, Encoded] = attrs.field(factory=OrderedDict)
-    lock: threading.Lock = attrs.field(factory=threading.Lock)
 
 
-class Member:
-    """The driver's view of one plan actor: submissions and restart recovery."""
+class Member(Target):
+    """The driver's view of one plan actor: submissions, outstanding requests, recovery."""
 
-    def __init__(self, ctx: RunContext, state: GroupState, index: int, handle: Handle) -> None:
-        self.ctx, self.state, self.index, self.handle = ctx, state, index, handle
+    def __init__(self, rt: RayRuntime, state: GroupState, index: int, handle: Handle) -> None:
+        self.rt, self.state, self.index, self.handle = rt, state, index, handle
         group = state.group
         self.where = f"{group.name}[{index}]"
         self.max_restarts: int = group.options.get("max_restarts", 0)
         self.epoch = 0
         self.restarts = 0
-        self.lock = threading.Lock()
-        #: the broadcast items the last refresh re-applied (by broadcast occurrence)
-        self.refreshed: dict[int, Encoded] = {}
+        self.lock = threading.RLock()
+        #: requests submitted and not yet read, in submission order
+        self.outstanding: dict[int, RayRequest] = {}
         chains = state.chains[index]
         #: the key of the actor's only shard chain, pulled with ``Host.next`` (no argument)
         self.only: int | None = next(iter(chains)) if len(chains) == 1 else None
 
-    # Submissions hold the lock that a recovery holds from its refresh to its new epoch, so a
-    # request's epoch says exactly whether it was sent before or after the refresh.
+    def sent(self, request: RayRequest) -> None:
+        self.outstanding[id(request)] = request
+
+    def settled(self, request: RayRequest) -> None:
+        self.outstanding.pop(id(request), None)
 
     def pull(self, key: int, both: bool) -> Pending:
-        """Request the next item of chain ``key``."""
+        """Submit a request for the next item of chain ``key``."""
         with self.lock:
             if key == self.only:  # no argument to send (see Host.next)
                 if both:
@@ -157,21 +239,20 @@ class Member:
             return Pending(self.handle.effect.remote(pack(fn_id, shape, shard, group), *values),
                            None, self.epoch)
 
-    def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
-        """After a restart: re-apply the latest broadcasts, then carry on; else raise."""
+    def recover(self, failed: RayRequest, node: g.Node, cause: BaseException | None) -> None:
+        """After a restart: re-apply the latest broadcasts, send the old life's outstanding
+        requests again, in order; without a restart policy (or past it), raise."""
         with self.lock:
-            if failed.epoch != self.epoch:
-                return  # another request of the same incident already recovered the actor
+            if failed.p.epoch != self.epoch:
+                return  # already sent again to the new life by an earlier recovery
             if self.max_restarts == 0 or isinstance(cause, ActorDiedError):
                 raise self._death(node, cause)
             while True:
                 self.restarts += 1
-                with self.state.lock:
-                    latest = dict(self.state.latest)
-                    effects = [(fn_id, *item) for fn_id, item in self.state.latest.items()]
+                effects = [(fn_id, *item) for fn_id, item in self.state.latest.items()]
                 ref = self.handle.refresh.remote(effects)
                 try:
-                    status = self.ctx.get(ref, node, self.where)
+                    status = self.rt.get(ref, node, self.where)
                 except ActorDiedError as e:
                     raise self._death(node, e) from e
                 except RayActorError as e:
@@ -180,9 +261,11 @@ class Member:
                     continue  # restarted again while being refreshed
                 if isinstance(status, Failure):
                     raise_failure(status)
-                self.refreshed = latest
                 self.epoch += 1
-                return
+                break
+            for request in list(self.outstanding.values()):  # in submission order
+                if request.p.epoch != self.epoch:
+                    request.resend()
 
     def _death(self, node: g.Node, cause: BaseException | None) -> ActorError:
         group = self.state.group
@@ -198,75 +281,66 @@ def _reason(cause: BaseException) -> str:
     # Ray's actor errors: a headline, tab-indented context (ids, pid, ip), then the reason
     lines = [line.strip() for line in str(cause).splitlines()
              if line.strip() and not line.startswith("\t")]
-    return " ".join(lines)[:500]
+    return " ".join(lines)
 
 
-@attrs.frozen
-class MemberShard:
+class MemberShard(Shard):
     """Shard ``index`` of a ``from_actors`` chain: chain ``key`` on plan actor ``index``."""
 
-    state: GroupState
-    index: int
-    key: int
+    def __init__(self, rt: RayRuntime, node: g.Node, state: GroupState, index: int, key: int
+                 ) -> None:
+        self.rt, self.node, self.state, self.index, self.key = rt, node, state, index, key
+        self.group = state.group
+        self.where = f"{state.group.name}[{index}]"
 
-    @property
-    def where(self) -> str:
-        """The actor, as error messages name it."""
-        return f"{self.state.group.name}[{self.index}]"
-
-    def request(self, both: bool) -> Pending:
-        """Submit a pull of the chain."""
-        return self.state.members[self.index].pull(self.key, both)
-
-    def current(self, p: Pending) -> bool:
-        """Whether ``p`` was submitted to the actor's present life, after its refresh."""
-        return p.epoch == self.state.members[self.index].epoch
-
-    def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
-        """Recover the plan actor (restart policy) or raise."""
-        self.state.members[self.index].recover(failed, node, cause)
+    def request(self, want: bool) -> Request:
+        member = self.state.members[self.index]
+        return RayRequest(self.rt, member, self.reader or self.node,
+                          lambda: member.pull(self.key, want))
 
 
-@attrs.define
-class PoolShard:
-    """A ``from_iterables`` shard chain on a pooled host actor."""
+class PoolTarget(Target):
+    """A ``from_iterables`` shard chain on a pooled host actor (never restarted: its
+    iterator's position died with it)."""
 
-    key: tuple[str, int, int]
-    where: str
-    steps: tuple[g.Node, ...]
-    iterator: Any
-    host: Handle = None
+    def __init__(self, key: tuple[str, int, int], where: str, steps: tuple[g.Node, ...],
+                 iterator: Any) -> None:
+        self.key, self.where, self.steps, self.iterator = key, where, steps, iterator
+        self.host: Handle = None
 
-    def request(self, both: bool) -> Pending:
+    def pull(self, both: bool) -> Pending:
         """Submit a pull of the chain."""
         if both:
             return Pending(self.host.pull_both.remote(self.key), None, both=True)
         status, value = self.host.pull.remote(self.key)
         return Pending(status, value)
 
-    def current(self, p: Pending) -> bool:
-        """Pooled hosts are never recovered: every request stays valid."""
-        return True
 
-    def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
-        """Pooled hosts are not restarted: their iterator position died with them."""
-        raise ActorError(f"the Ray actor running {self.where} died while running "
-                         f"{node.describe()}: {cause}")
+class PoolShard(Shard):
+    """A shard of ``from_iterables`` on a pooled host."""
+
+    def __init__(self, rt: RayRuntime, node: g.Node, target: PoolTarget, index: int) -> None:
+        self.rt, self.node, self.target, self.index = rt, node, target, index
+        self.where, self.group = target.where, None
+
+    def request(self, want: bool) -> Request:
+        return RayRequest(self.rt, self.target, self.reader or self.node,
+                          lambda: self.target.pull(want))
 
 
-class LocalShard:
+class LocalShard(Shard, Target):
     """A ``from_iterables`` shard whose iterable cannot be shipped (e.g. a generator): it runs
     on the driver, each request computed when it is submitted (as the reference does)."""
 
-    def __init__(self, where: str, steps: tuple[g.Node, ...], iterator: Iterator[Any]) -> None:
-        self.where = where
+    def __init__(self, rt: RayRuntime, node: g.Node, where: str, steps: tuple[g.Node, ...],
+                 iterator: Iterator[Any], index: int) -> None:
+        self.rt, self.node, self.where, self.index, self.group = rt, node, where, index, None
         it = iterator
         for step in steps:
-            it = local_table[type(step)](step, it)
+            it = LOCAL[type(step)](step, it)
         self.it = it
 
-    def request(self, both: bool) -> Pending:
-        """Compute the next item now."""
+    def _next(self) -> Pending:
         try:
             x = next(self.it)
         except StopIteration:
@@ -276,16 +350,13 @@ class LocalShard:
             return Pending(None, None, local=(Failure("operator", cause, e.operator, e.site), None))
         except Exception as e:
             return Pending(None, None, local=(Failure("raw", e), None))
+        if x is NOT_READY:
+            return Pending(None, None, local=(NOT_READY, None))
         status = Tagged(None, x.shard, x.group) if type(x) is Tagged else OK
         return Pending(None, None, local=(status, x))
 
-    def current(self, p: Pending) -> bool:
-        """Always: nothing is lost on the driver."""
-        return True
-
-    def recover(self, failed: Pending, node: g.Node, cause: BaseException | None) -> None:
-        """Nothing to recover on the driver."""
-        raise AssertionError("a driver-run shard has no actor to lose")
+    def request(self, want: bool) -> Request:
+        return RayRequest(self.rt, self, self.reader or self.node, self._next)
 
 
 class HostPool:

@@ -1,63 +1,125 @@
-"""Driver-side runtime of one Ray run: its actors and shards, waits with deadlines, recovery."""
+"""The Ray backend's runtime for the engine: its actors and shards, requests, waits, values, close."""
 
 from __future__ import annotations
 
 import contextlib
-import threading
+import itertools
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
+import attrs
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayError
+from ray.exceptions import RayError
 
 from rxrl import graph as g
-from rxrl.actors import ActorGroup
-from rxrl.backends.ray.host import STALE, Chain, Failure, MemberSpec, dumps
+from rxrl.actors import ActorGroup, Tagged
+from rxrl.backends import common
+from rxrl.backends.common import Blocked, Reporter
+from rxrl.backends.engine.stream import Request, Runtime, Shard
+from rxrl.backends.ray.host import Chain, Failure, MemberSpec, dumps
 from rxrl.backends.ray.members import (
     POOL,
+    Encoded,
     GroupState,
     Handle,
     HostActor,
     LocalShard,
     Member,
     MemberShard,
-    Pending,
     PoolShard,
-    Recoverable,
-    Shard,
+    PoolTarget,
+    RayRequest,
+    Ref,
+    Round,
     kill,
     raise_failure,
 )
-from rxrl.errors import ActorError, PlanError, RxrlError
-from rxrl.events import Event, EventSink
+from rxrl.errors import ActorError, PlanError, WaitTimeoutError
+from rxrl.events import EventSink
 from rxrl.schedule import Recorder
 
 
-class RayTimeoutError(RxrlError, TimeoutError):
+class RayTimeoutError(WaitTimeoutError):
     """A Ray run waited longer than its ``timeout_s`` for an actor, a shard or an input."""
 
 
-class RunContext:
-    """The state of one run on the driver; lowering functions receive it."""
+@attrs.frozen(kw_only=True)
+class Options(common.Options):
+    """The Ray backend's options (keyword arguments of ``rxrl.run(plan, "ray", ...)``)."""
 
-    def __init__(self, recorder: Recorder, on_event: EventSink | None, timeout_s: float | None,
-                 start_timeout_s: float | None, iterable_hosts: int,
-                 max_pending_broadcasts: int = 4) -> None:
-        self.recorder = recorder
-        self.max_pending_broadcasts = max_pending_broadcasts
-        self.on_event = on_event
-        self.timeout_s = timeout_s
-        self.start_timeout_s = start_timeout_s
-        self.iterable_hosts = iterable_hosts
+    ALIASES: ClassVar[Mapping[str, str]] = {}
+
+    #: the cluster to connect to when Ray is not initialised yet ("auto", "ray://head:10001")
+    address: str | None = None
+    #: more ``ray.init`` keyword arguments (same condition)
+    init_options: dict[str, Any] | None = None
+    #: seconds the run waits for its actors to be placed and constructed
+    start_timeout_s: float | None = 300.0
+    #: how many pooled hosts run ``from_iterables`` shards
+    iterable_hosts: int = 4
+
+    def check(self) -> None:
+        super().check()
+        common.seconds("start_timeout_s", self.start_timeout_s)
+        common.at_least("iterable_hosts", self.iterable_hosts, 1)
+
+
+#: stands in for a shard-local node's input once the node is shipped to an actor
+_SHIPPED = g.FromIterable(iterable=(), site="(the shard's input)")
+
+
+def ship(node: g.Node) -> g.Node:
+    """``node`` without its input graph, ready to be pickled to an actor."""
+    return attrs.evolve(node, input=_SHIPPED) if isinstance(node, g.Unary) else node
+
+
+def encode(x: Any) -> Encoded:
+    """Item ``x`` as ``Host.apply`` takes it: object refs travel as refs, not as values."""
+    if type(x) is Ref and x.ref is not None:
+        return "ref", None, None, (x.ref,)
+    if type(x) is Tagged and type(x.value) is Ref and x.value.ref is not None:
+        return "tagged", x.shard, x.group, (x.value.ref,)
+    if type(x) is Round and all(r.ref is not None for r in x):
+        return "list", None, None, tuple(r.ref for r in x)
+    return "value", None, None, ((materialize(x),),)
+
+
+def materialize(x: Any) -> Any:
+    """The plain value of a driver-stream item (one ``ray.get`` for what is in the store)."""
+    kind = type(x)
+    if kind is Ref:
+        return x.local if x.ref is None else ray.get(x.ref)
+    if kind is Tagged and type(x.value) is Ref:
+        return Tagged(materialize(x.value), x.shard, x.group)
+    if kind is Round:
+        refs = [r.ref for r in x if r.ref is not None]
+        fetched = iter(ray.get(refs)) if refs else iter(())
+        return [r.local if r.ref is None else next(fetched) for r in x]
+    return x
+
+
+class RayRuntime(Runtime):
+    """The state of one run on the driver; the engine's operators call it."""
+
+    def __init__(self, recorder: Recorder, on_event: EventSink | None, options: Options) -> None:
+        self.report = Reporter(recorder, on_event)
+        self.blocked = Blocked()
+        self.options: Options = options
+        self.effects: dict[tuple[str, int], int] = {}
         self.run_id = uuid.uuid4().hex[:12]
         self.states: dict[str, GroupState] = {}
-        self.pool_shards: list[PoolShard] = []
+        self.pool_targets: list[PoolTarget] = []
         self.pool_hosts: list[Handle] = []
         self.created: list[Handle] = []
         self.closers: list[Callable[[], None]] = []
-        self.closed = threading.Event()
+        self.closed = False
+        #: requests submitted and not yet seen complete (by id)
+        self.running: dict[int, RayRequest] = {}
+        self._stamps = itertools.count(1)
+        self._generation = 0
+        self._encoded: dict[int, tuple[Any, Encoded]] = {}  # per broadcast: its latest item
 
     # ------------------------------------------------------------------ plan actors, shards
 
@@ -68,14 +130,14 @@ class RunContext:
             state = self.states[group.key] = GroupState(group, [{} for _ in range(group.size)])
         return state
 
-    def open_shards(self, source: g.FromActors | g.FromIterables, steps: tuple[g.Node, ...],
-                    nid: int) -> list[Shard]:
-        """Register the chain collected at occurrence ``nid``, one request stream per shard."""
+    def shards(self, node: g.ShardChain, nid: int) -> list[Shard]:
+        source = node.source
+        steps = tuple(ship(step) for _, step in node.steps)
         if isinstance(source, g.FromActors):
             state = self.state(source.group)
             for chains in state.chains:
                 chains[nid] = Chain(steps, source=source)
-            return [MemberShard(state, i, nid) for i in range(source.group.size)]
+            return [MemberShard(self, node, state, i, nid) for i in range(source.group.size)]
         shards: list[Shard] = []
         for i in range(source.shards):
             where = f"shard {i} of {source.describe()}"
@@ -83,12 +145,17 @@ class RunContext:
             try:
                 dumps(iterator)
             except Exception:  # a generator: run this shard on the driver
-                shards.append(LocalShard(where, steps, iterator))
+                shards.append(LocalShard(self, node, where, steps, iterator, i))
                 continue
-            shard = PoolShard((self.run_id, nid, i), where, steps, iterator)
-            self.pool_shards.append(shard)
-            shards.append(shard)
+            target = PoolTarget((self.run_id, nid, i), where, steps, iterator)
+            self.pool_targets.append(target)
+            shards.append(PoolShard(self, node, target, i))
         return shards
+
+    def register(self, nid: int, node: g.Call | g.Broadcast) -> None:
+        shipped = ship(node)
+        assert isinstance(shipped, g.Call | g.Broadcast)
+        self.state(node.group).effects[nid] = shipped
 
     def start(self) -> None:
         """Create the plan's actors (waiting until constructed) and place iterable shards."""
@@ -99,23 +166,23 @@ class RunContext:
                 member = Member(self, state, i, handle)
                 state.members.append(member)
                 started.append((member, handle.ready.remote()))
-        if self.pool_shards:
-            self.pool_hosts = POOL.take(min(self.iterable_hosts, len(self.pool_shards)))
-            for j, shard in enumerate(self.pool_shards):
-                shard.host = self.pool_hosts[j % len(self.pool_hosts)]
-                shard.host.register.remote(shard.key, shard.steps, shard.iterator)
+        if self.pool_targets:
+            self.pool_hosts = POOL.take(min(self.options.iterable_hosts, len(self.pool_targets)))
+            for j, target in enumerate(self.pool_targets):
+                target.host = self.pool_hosts[j % len(self.pool_hosts)]
+                target.host.register.remote(target.key, target.steps, target.iterator)
         if not started:
             return
         ready, _ = ray.wait([ref for _, ref in started], num_returns=len(started),
-                            timeout=self.start_timeout_s)
+                            timeout=self.options.start_timeout_s)
         done = set(ready)
         for member, ref in started:
             if ref not in done:
                 raise RayTimeoutError(
                     f"actor {member.where} (group built at {member.state.group.site}) was not "
-                    f"constructed within start_timeout_s={self.start_timeout_s} s: Ray may "
-                    "have no node "
-                    f"with the resources it asks for ({dict(member.state.group.options)})")
+                    f"constructed within start_timeout_s={self.options.start_timeout_s} s: Ray "
+                    "may have no node with the resources it asks for "
+                    f"({dict(member.state.group.options)})")
             try:
                 status = ray.get(ref)
             except RayError as e:
@@ -153,92 +220,117 @@ class RunContext:
         self.created.append(handle)
         return handle
 
-    def member(self, group: ActorGroup[Any], index: int) -> Member:
-        """Plan actor ``index`` of ``group`` (after ``start``)."""
-        return self.states[group.key].members[index]
+    # --------------------------------------------------------------------------- requests
 
-    # ---------------------------------------------------------------- waiting, with deadlines
+    def apply(self, nid: int, node: g.Call, index: int, item: Any, want: bool) -> Request:
+        member = self.states[node.group.key].members[index]
+        encoded = encode(item)
+        return RayRequest(self, member, node, lambda: member.apply(nid, encoded, want))
 
-    def wait_any(self, heads: list[Pending], node: g.Node, wheres: Callable[[], str]) -> int:
-        """The index of a completed request among ``heads`` (ready ones in list order)."""
-        remote = [p.status for p in heads if p.local is None]
-        if len(remote) < len(heads):  # driver-run shards are always ready: still be fair
-            done = set(ray.wait(remote, num_returns=len(remote), timeout=0)[0]) if remote else set()
-            return next(j for j, p in enumerate(heads) if p.local is not None or p.status in done)
-        ready, _ = ray.wait(remote, num_returns=1, timeout=self.timeout_s)
+    def effect(self, nid: int, node: g.Broadcast, index: int, item: Any) -> Request:
+        state = self.states[node.group.key]
+        cached = self._encoded.get(nid)
+        if cached is None or cached[0] is not item:  # once per item, not per actor
+            cached = self._encoded[nid] = (item, encode(item))
+            # recorded before its effects go out: a restarted actor is brought up to date
+            state.latest[nid] = cached[1]
+            state.latest.move_to_end(nid)
+        encoded = cached[1]
+        member = state.members[index]
+        return RayRequest(self, member, node, lambda: member.effect(nid, encoded), effect=True)
+
+    def observed(self) -> int:
+        """A new completion was seen: its stamp."""
+        self._generation += 1
+        return next(self._stamps)
+
+    def poll(self, requests: Sequence[Request]) -> None:
+        todo = [r for r in requests if isinstance(r, RayRequest) and r.stamp == 0 and r.p.local is None]
+        if todo:
+            ready = set(ray.wait([r.ref() for r in todo], num_returns=len(todo), timeout=0)[0])
+            for r in todo:  # in the order given: the caller's rotation
+                if r.ref() in ready:
+                    r.mark()
+
+    def wait_any(self, requests: Sequence[Request], node: g.Node, where: str) -> None:
+        self._wait(requests, node, where)
+
+    def _wait(self, requests: Sequence[Request], node: g.Node, where: str) -> None:
+        todo = [r for r in requests if isinstance(r, RayRequest)]
+        if any(r.done() for r in todo) or len(todo) < len(requests):
+            return
+        ready, _ = ray.wait([r.ref() for r in todo], num_returns=1,
+                            timeout=self.options.timeout_s)
         if not ready:
-            raise self.timeout(node, wheres())
-        first = ready[0]
-        return next(j for j, p in enumerate(heads) if p.status == first)
+            raise self.timeout(node, where)
+        for r in todo:
+            if r.ref() in ready:
+                r.mark()
 
-    def landed(self, pending: list[Pending]) -> bool:
-        """Whether every request in ``pending`` has completed (without waiting)."""
-        remote = [p.status for p in pending if p.local is None]
-        return not remote or len(ray.wait(remote, num_returns=len(remote), timeout=0)[0]) == len(
-            remote)
+    def wait_all(self, requests: Sequence[Request], node: g.Node, where: str) -> None:
+        todo = [r for r in requests if isinstance(r, RayRequest) and not r.done()]
+        if todo:
+            ready, _ = ray.wait([r.ref() for r in todo], num_returns=len(todo),
+                                timeout=self.options.timeout_s)
+            if len(ready) < len(todo):
+                late = ", ".join(r.target.where for r in todo if r.ref() not in set(ready))
+                raise self.timeout(node, late or where)
+            for r in todo:
+                r.mark()
 
-    def wait_all(self, pending: list[Pending], node: g.Node, wheres: Callable[[], str]) -> None:
-        """Return once every request in ``pending`` completed."""
-        remote = [p.status for p in pending if p.local is None]
-        if remote:
-            ready, _ = ray.wait(remote, num_returns=len(remote), timeout=self.timeout_s)
-            if len(ready) < len(remote):
-                raise self.timeout(node, wheres())
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def wait_for_change(self, seen: int, what: str) -> None:
+        if self._generation != seen:
+            return
+        running = list(self.running.values())
+        if not running:
+            return
+        ready, _ = ray.wait([r.ref() for r in running], num_returns=1,
+                            timeout=self.options.timeout_s)
+        if not ready:
+            raise RayTimeoutError(f"{what}: no result arrived within timeout_s="
+                                  f"{self.options.timeout_s} s")
+        for r in running:
+            if r.ref() in ready:
+                r.mark()
+
+    def in_flight(self) -> bool:
+        return bool(self.running)
 
     def get(self, ref: Any, node: g.Node, where: str) -> Any:
         """``ray.get(ref)`` within the deadline."""
-        ready, _ = ray.wait([ref], timeout=self.timeout_s)
+        ready, _ = ray.wait([ref], timeout=self.options.timeout_s)
         if not ready:
             raise self.timeout(node, where)
         return ray.get(ref)
 
-    def settle(self, p: Pending, shard: Recoverable, node: g.Node, *, wait: bool = False) -> Any:
-        """The status of completed request ``p`` (``wait``: once it completes, within the
-        deadline), or None if its actor had to be recovered (the caller resubmits)."""
-        if p.local is not None:
-            return p.local[0]
-        try:
-            status = ray.get(p.status, timeout=self.timeout_s if wait else None)
-            if p.both:
-                p.local = status
-                status = status[0]
-        except GetTimeoutError as e:
-            raise self.timeout(node, shard.where) from e
-        except RayActorError as e:
-            shard.recover(p, node, e)
-            return None
-        except RayError as e:
-            raise ActorError(f"{shard.where} failed while running {node.describe()}: {e}") from e
-        if status == STALE:
-            shard.recover(p, node, None)
-            return None
-        return status
-
     def timeout(self, node: g.Node, where: str) -> RayTimeoutError:
         """The error of a wait that ran past ``timeout_s``."""
         return RayTimeoutError(
-            f"{node.describe()}: no result from {where} within timeout_s={self.timeout_s} s — "
-            "a call may be stuck, or take longer: pass a larger timeout_s to rxrl.run")
+            f"{node.describe()}: no result from {where} within timeout_s={self.options.timeout_s}"
+            " s — a call may be stuck, or take longer: pass a larger timeout_s to rxrl.run")
 
-    # ---------------------------------------------------------------------- records, close
+    # ------------------------------------------------------------------------------ values
 
-    def record(self, nid: int, node: g.Node, choice: int, ready: list[int]) -> None:
-        """Note the input taken at choice point ``nid``."""
-        self.recorder.record(nid, choice)
-        if self.on_event is not None:
-            self.on_event(Event("choice", nid, node.label, None, choice, str(ready)))
+    def value(self, item: Any) -> Any:
+        return materialize(item)
 
-    def effect(self, nid: int, node: g.Broadcast | g.Call, index: int, item: Any) -> None:
-        """Report an actor effect to ``on_event``."""
-        if self.on_event is not None:
-            self.on_event(Event("call", nid, node.label, index, item,
-                                f"{node.group.name}[{index}].{g.fn_name(node.fn)}"))
+    def route_key(self, item: Any) -> Any:
+        return item.tag if type(item) is Ref and item.tag is not None else item
+
+    def collect(self, items: list[Any]) -> Any:
+        return Round(items)
+
+    # ------------------------------------------------------------------------------- close
 
     def close(self) -> None:
-        """Stop the run: end merge threads, kill its actors, release pooled hosts (idempotent)."""
-        if self.closed.is_set():
+        """Stop the run: kill its actors, release pooled hosts (idempotent)."""
+        if self.closed:
             return
-        self.closed.set()
+        self.closed = True
         for closer in self.closers:
             closer()
         for handle in self.created:
@@ -254,7 +346,6 @@ class RunContext:
                 if ref not in done:
                     POOL.discard(host)
 
-
     def _await_killed(self, timeout_s: float = 5.0) -> None:
         """Return once Ray no longer lists the run's actors (``ray.kill`` only requests the
         kill), so that a closed run leaves no actor behind; give up after ``timeout_s``."""
@@ -265,8 +356,3 @@ class RunContext:
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.005)
-
-
-def describe_shards(shards: list[Shard], live: Iterator[int] | list[int]) -> str:
-    """``A[0], A[2]``: the shards a wait is waiting for."""
-    return ", ".join(shards[i].where for i in live)

@@ -10,14 +10,16 @@ a ``barrier`` requests round r+1 only when round r has been pulled, a ``gather``
 
 Rx operators reused where their semantics match the contract: ``map``, ``filter``,
 ``concat_map`` (flat_map), ``buffer_with_count`` (window), ``take``, ``scan``, ``do_action``
-(tap), ``zip``, ``fork_join`` (barrier rounds, broadcasts, actor start-up), ``start`` on an
-``EventLoopScheduler`` (every actor call), ``subscribe_on`` (observable sources). Custom, and
-why, in each module: ``size_window`` (Rx buffers by count or time, not summed size),
-round-robin and async ``union`` (Rx's ``merge`` has no demand and makes no replayable choice),
-``barrier``/``gather`` (bounded, demand-driven requests to actors), ``call``/``broadcast``
-(actors). Push-based Rx operators are fed one pulled item at a time (``chain.Chain``).
+(tap), ``fork_join`` (actor start-up), ``start`` on an ``EventLoopScheduler`` (every actor
+call), ``subscribe_on`` (observable sources). Custom, and why, in each module:
+``size_window`` (Rx buffers by count or time, not summed size), and the driver operators,
+which the Ray backend shares (``rxrl.backends.engine``): round-robin and async ``union``
+(Rx's ``merge`` has no demand and makes no replayable choice), ``barrier``/``gather``
+(bounded, demand-driven requests to actors), ``call``/``broadcast`` (actors), ``zip`` and
+``split`` (readiness: a row or a branch waits on a not-ready input).
+Push-based Rx operators are fed one pulled item at a time (``chain.Chain``).
 
-Options (``rxrl.run(plan, "rx", timeout=..., ...)``): see ``runtime.Options``.
+Options (``rxrl.run(plan, "rx", timeout_s=..., ...)``): see ``runtime.Options``.
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from rxrl import graph as g
+from rxrl.backends.engine.stream import Stream, outputs
 from rxrl.backends.rx.lowering import TABLE, observing
 from rxrl.backends.rx.runtime import Options, Runtime
-from rxrl.backends.rx.stream import END, Closed, Stream
+from rxrl.backends.rx.stream import Closed
+from rxrl.compile import Compiled, lower
 from rxrl.events import EventSink
 from rxrl.run import Execution
 from rxrl.schedule import Recorder, Schedule
-from rxrl.walk import actor_groups, lower
 
 __all__ = ["BACKEND", "Options", "RxBackend"]
 
@@ -43,14 +45,14 @@ class RxBackend:
     name = "rx"
     follows_schedule = False
 
-    def execute(self, root: g.Node, *, schedule: Schedule | None, recorder: Recorder,
+    def execute(self, plan: Compiled, *, schedule: Schedule | None, recorder: Recorder,
                 on_event: EventSink | None, options: dict[str, Any]) -> Execution:
         """Create the plan's actors (each on its own thread) and return its output stream."""
-        runtime = Runtime(recorder, on_event, Options.parse(options))
+        runtime = Runtime(recorder, on_event, Options.parse(self.name, options))
         try:
-            runtime.start_actors(actor_groups(root))
+            runtime.start_actors(plan.groups)
             table = TABLE if on_event is None else observing(TABLE)
-            stream = lower(root, table, runtime, self.name)
+            stream = lower(plan, table, runtime, self.name)
         except BaseException:
             runtime.close()
             raise
@@ -60,14 +62,9 @@ class RxBackend:
 
 def _items(runtime: Runtime, stream: Stream) -> Iterator[Any]:
     try:
-        while True:
-            try:
-                x = stream.pull()
-            except Closed:
-                return
-            if x is END:
-                return
-            yield x
+        yield from outputs(runtime, stream)
+    except Closed:
+        return
     finally:  # exhausted, failed, or dropped unfinished (garbage-collected): stop the threads
         runtime.close()
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from reactivex import Observable
 
-from rxrl.backends.rx.stream import END, Push, Sink, Stream
+from rxrl.backends.rx.stream import END, NOT_READY, Push, Sink, Stream
 
 Operator = Callable[[Observable[Any]], Observable[Any]]
 
@@ -19,11 +19,13 @@ class Chain(Stream):
     pull keeps the contract's laziness: ``filter`` pulls until an item passes, ``window(n)``
     pulls ``n``, ``take(n)`` completes on its n-th item so item n+1 is never pulled, and
     ``take(0)`` completes before anything is pulled. Consecutive local operators fuse into one
-    chain (``then``) until the chain is first pulled.
+    chain (``then``) until the chain is first pulled. A source that is not ready makes the
+    chain not ready, without pushing anything (a window half full stays half full).
     """
 
     def __init__(self, source: Stream, operators: tuple[Operator, ...]) -> None:
         self._source = source
+        self.feeds = [source]
         self._operators = operators
         self._head: Push | None = None
         self._sink = Sink()
@@ -50,11 +52,16 @@ class Chain(Stream):
             except BaseException:
                 sink.done = True  # a source that raised is finished, like a generator
                 raise
+            if x is NOT_READY:
+                return x
             if x is END:
                 head.on_completed()
             else:
                 head.on_next(x)
-        return sink.take()
+        x = sink.take()
+        if x is END:
+            self._source.cancel()  # take is done: nothing more is read
+        return x
 
     def ready(self) -> bool:
         return bool(self._sink.items) or self._sink.done or self._source.ready()

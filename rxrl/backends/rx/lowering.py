@@ -1,138 +1,83 @@
-"""The rx backend's lowering table: one entry per graph node type (see ``rxrl.walk.lower``)."""
+"""The rx backend's lowering table: the engine's driver operators, plus sources and Rx chains."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rxrl import graph as g
+from rxrl.backends.engine.lowering import DRIVER, Sharded, driver
+from rxrl.backends.engine.lowering import observing as observing_driver
+from rxrl.backends.engine.stream import Shard as EngineShard
+from rxrl.backends.engine.stream import Stream
 from rxrl.backends.rx.chain import extend
-from rxrl.backends.rx.collect import Barrier, Gather
-from rxrl.backends.rx.combine import AsyncUnion, RoundRobin, Zip
-from rxrl.backends.rx.effects import Broadcast, Call
 from rxrl.backends.rx.local import LOCAL
-from rxrl.backends.rx.runtime import Runtime
-from rxrl.backends.rx.sources import ActorSource, IterSource, ObservableSource, Shard
-from rxrl.backends.rx.stream import END, Stream
+from rxrl.backends.rx.runtime import Runtime, Shard
+from rxrl.backends.rx.sources import ActorSource, IterSource, ObservableSource
+from rxrl.compile import Lowerer
 from rxrl.events import Event
-from rxrl.walk import Lowerer
-
-#: a lowered node: one driver stream, or one ``Shard`` per shard of a sharded node
-Lowered = Stream | list[Shard]
+from rxrl.ready import END, NOT_READY
 
 
-def _driver(x: Lowered) -> Stream:
-    assert isinstance(x, Stream), "validate() keeps shards out of driver operators"
-    return x
+def _local(rt: Runtime, node: g.Node, nid: int, ins: list[Any]) -> Stream:
+    return extend(driver(ins[0]), LOCAL[type(node)](node))
 
 
-def _sharded(x: Lowered) -> list[Shard]:
-    assert isinstance(x, list), "validate() feeds collectors with shards"
-    return x
-
-
-def _local(rt: Runtime, node: g.Node, nid: int, ins: list[Lowered]) -> Lowered:
-    (source,) = ins
-    operator = LOCAL[type(node)](node)
-    if isinstance(source, list):
-        return [Shard(s.executor, extend(s.stream, operator)) for s in source]
-    return extend(source, operator)
-
-
-def _from_iterable(rt: Runtime, node: g.FromIterable, nid: int, ins: list[Lowered]) -> Lowered:
+def _from_iterable(rt: Runtime, node: g.FromIterable, nid: int, ins: list[Any]) -> Stream:
     return IterSource(node.open())
 
 
-def _from_iterables(rt: Runtime, node: g.FromIterables, nid: int, ins: list[Lowered]) -> Lowered:
-    return [Shard(rt.executor(f"{node.op}[{i}]"), IterSource(node.open(i)))
-            for i in range(node.shards)]
-
-
-def _from_actors(rt: Runtime, node: g.FromActors, nid: int, ins: list[Lowered]) -> Lowered:
-    return [Shard(a.executor, ActorSource(node, a.instance)) for a in rt.actors(node.group)]
-
-
-def _from_observable(rt: Runtime, node: g.FromObservable, nid: int, ins: list[Lowered]
-                     ) -> Lowered:
+def _from_observable(rt: Runtime, node: g.FromObservable, nid: int, ins: list[Any]) -> Stream:
     return ObservableSource(rt, node)
 
 
-def _barrier(rt: Runtime, node: g.Barrier, nid: int, ins: list[Lowered]) -> Lowered:
-    return Barrier(rt, node, _sharded(ins[0]))
+def _shard_chain(rt: Runtime, node: g.ShardChain, nid: int, ins: list[Any]) -> Sharded:
+    source = node.source
+    shards: list[EngineShard] = []
+    for i in range(node.shards):
+        stream: Stream
+        if isinstance(source, g.FromActors):
+            actor = rt.actors(source.group)[i]
+            executor, stream = actor.executor, ActorSource(source, actor.instance)
+            where = f"{source.group.name}[{i}]"
+        else:
+            executor = rt.executor(f"{source.op}[{i}]")
+            stream, where = IterSource(source.open(i)), f"shard {i} of {source.describe()}"
+        if rt.report.observing:
+            stream = _Observed(rt, node.source_id, source, i, stream)
+        for step_id, step in node.steps:
+            stream = extend(stream, LOCAL[type(step)](step))
+            if rt.report.observing:
+                stream = _Observed(rt, step_id, step, i, stream)
+        shards.append(Shard(rt, executor, stream, where, node.group, i))
+    return Sharded(node, shards)
 
 
-def _gather(rt: Runtime, node: g.Gather, nid: int, ins: list[Lowered]) -> Lowered:
-    return Gather(rt, nid, node, _sharded(ins[0]), _source_group(node.input))
-
-
-def _source_group(node: g.Node) -> Any:
-    while not isinstance(node, g.FromActors | g.FromIterables):
-        node = node.inputs[0]
-    return node.group if isinstance(node, g.FromActors) else None
-
-
-def _broadcast(rt: Runtime, node: g.Broadcast, nid: int, ins: list[Lowered]) -> Lowered:
-    return Broadcast(rt, nid, node, _driver(ins[0]))
-
-
-def _call(rt: Runtime, node: g.Call, nid: int, ins: list[Lowered]) -> Lowered:
-    return Call(rt, nid, node, _driver(ins[0]))
-
-
-def _zip(rt: Runtime, node: g.Zip, nid: int, ins: list[Lowered]) -> Lowered:
-    return Zip([_driver(x) for x in ins])
-
-
-def _union(rt: Runtime, node: g.Union, nid: int, ins: list[Lowered]) -> Lowered:
-    inputs = [_driver(x) for x in ins]
-    if node.mode == "round_robin":
-        return RoundRobin(node, inputs)
-    return AsyncUnion(rt, nid, node, inputs)
-
-
-TABLE: dict[type[g.Node], Lowerer[Runtime, Lowered]] = {
+TABLE: dict[type[g.Node], Lowerer[Runtime, Any]] = {
+    **DRIVER,
     **{t: _local for t in LOCAL},
-    g.FromIterable: _from_iterable, g.FromIterables: _from_iterables,
-    g.FromActors: _from_actors, g.FromObservable: _from_observable,
-    g.Barrier: _barrier, g.Gather: _gather, g.Broadcast: _broadcast, g.Call: _call,
-    g.Zip: _zip, g.Union: _union, g.Concurrently: _union,
+    g.FromIterable: _from_iterable, g.FromObservable: _from_observable, g.ShardChain: _shard_chain,
 }
 
 
-class Observed(Stream):
-    """Reports ``pull``, ``emit`` and ``end`` events around a stream (``on_event``)."""
+class _Observed(Stream):
+    """Reports a shard stream's ``pull``/``emit``/``not_ready``/``end`` events (on its thread)."""
 
-    def __init__(self, rt: Runtime, nid: int, node: g.Node, shard: int | None, inner: Stream
-                 ) -> None:
+    def __init__(self, rt: Runtime, nid: int, node: g.Node, shard: int, inner: Stream) -> None:
         self._rt, self._nid, self._label, self._shard, self._inner = rt, nid, node.label, shard, inner
 
     def pull(self) -> Any:
-        self._rt.event(Event("pull", self._nid, self._label, self._shard))
+        report = self._rt.report.event
+        report(Event("pull", self._nid, self._label, self._shard))
         x = self._inner.pull()
         if x is END:
-            self._rt.event(Event("end", self._nid, self._label, self._shard))
+            report(Event("end", self._nid, self._label, self._shard))
+        elif x is NOT_READY:
+            report(Event("not_ready", self._nid, self._label, self._shard))
         else:
-            self._rt.event(Event("emit", self._nid, self._label, self._shard, x))
+            report(Event("emit", self._nid, self._label, self._shard, x))
         return x
 
-    def ready(self) -> bool:
-        return self._inner.ready()
 
-    def pending(self) -> bool:
-        return self._inner.pending()
-
-
-def observing(table: dict[type[g.Node], Lowerer[Runtime, Lowered]]
-              ) -> dict[type[g.Node], Lowerer[Runtime, Lowered]]:
-    """``table`` with every lowered stream (driver or shard) wrapped in ``Observed``."""
-    def wrap(lowerer: Lowerer[Runtime, Lowered]) -> Lowerer[Runtime, Lowered]:
-        def observed(rt: Runtime, node: g.Node, nid: int, ins: list[Lowered]) -> Lowered:
-            out = lowerer(rt, node, nid, ins)
-            if isinstance(out, list):
-                return [Shard(s.executor, Observed(rt, nid, node, i, s.stream))
-                        for i, s in enumerate(out)]
-            return Observed(rt, nid, node, None, out)
-        return observed
-
-    return {t: wrap(f) for t, f in table.items()}
-
-
+def observing(table: dict[type[g.Node], Lowerer[Runtime, Any]]) -> dict[type[g.Node], Lowerer[Runtime, Any]]:
+    """``table`` with every driver stream observed (shard chains observe themselves)."""
+    return observing_driver(table)

@@ -1,4 +1,4 @@
-"""One run's machinery: the driver's condition and deadlines, actor threads, choices, close.
+"""One rx run's machinery: the driver's condition and deadlines, actor threads, requests, close.
 
 The driver is whichever thread pulls the run (the consumer of ``rxrl.run``, or the thread that
 drains ``to_observable``); it makes every submission to an actor, in the order the reference
@@ -10,10 +10,11 @@ submission order, so an actor sees its samples, broadcasts and calls in the refe
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import attrs
 import reactivex as rx
@@ -24,38 +25,30 @@ from reactivex.scheduler.scheduleditem import ScheduledItem
 
 from rxrl import graph as g
 from rxrl.actors import ActorGroup
-from rxrl.backends.rx.stream import Closed, Failure
-from rxrl.errors import ActorError
-from rxrl.events import Event, EventSink
+from rxrl.backends import common
+from rxrl.backends.common import Blocked, Reporter, creation_error, operator_error
+from rxrl.backends.engine.stream import Request
+from rxrl.backends.engine.stream import Runtime as EngineRuntime
+from rxrl.backends.engine.stream import Shard as EngineShard
+from rxrl.backends.rx.stream import Closed, Failure, Stream
+from rxrl.errors import WaitTimeoutError
+from rxrl.events import EventSink
 from rxrl.schedule import Recorder
 
 
-@attrs.frozen
-class Options:
+@attrs.frozen(kw_only=True)
+class Options(common.Options):
     """The rx backend's options (keyword arguments of ``rxrl.run(plan, "rx", ...)``)."""
 
-    #: seconds the driver waits for any one result (an actor's, an observable's) before it
-    #: raises; None waits forever
-    timeout: float | None = 600.0
-    #: broadcasts that may still be running on the actors while the stream moves on
-    max_pending_broadcasts: int = 4
-    #: seconds ``close()`` waits for actor threads to finish the call they are in
-    close_timeout: float = 5.0
+    ALIASES: ClassVar[Mapping[str, str]] = {"timeout": "timeout_s", "close_timeout": "close_timeout_s"}
 
-    @classmethod
-    def parse(cls, options: dict[str, Any]) -> Options:
-        """Check the options of one run; unknown names are a TypeError that lists the known ones."""
-        known = {a.name for a in attrs.fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise TypeError(f"the rx backend has no option(s) {unknown}; it takes {sorted(known)}")
-        made = cls(**options)
-        if made.timeout is not None and not made.timeout > 0:
-            raise ValueError(f"timeout must be positive seconds or None, got {made.timeout!r}")
-        if made.max_pending_broadcasts < 1:
-            raise ValueError("max_pending_broadcasts must be >= 1, got "
-                             f"{made.max_pending_broadcasts!r}")
-        return made
+    timeout_s: float | None = 600.0
+    #: seconds ``close()`` waits for actor threads to finish the call they are in
+    close_timeout_s: float = 5.0
+
+    def check(self) -> None:
+        super().check()
+        common.seconds("close_timeout_s", self.close_timeout_s)
 
 
 class _ActorScheduler(EventLoopScheduler):
@@ -124,23 +117,77 @@ class Actor:
         return self.executor.submit(functools.partial(fn, self.instance))
 
 
-class Runtime:
+_PENDING: Any = object()
+
+
+class RxRequest(Request):
+    """Work on an actor thread; its outcome is set (under the run's lock) when it completes.
+
+    ``node`` is the call or broadcast whose user function ran (its errors are raised as that
+    operator's); None for a shard's pull, whose errors already name their operator.
+    """
+
+    __slots__ = ("_value", "node")
+
+    def __init__(self, node: g.Node | None) -> None:
+        self._value: Any = _PENDING
+        self.node = node
+
+    def done(self) -> bool:
+        return self._value is not _PENDING
+
+    def land(self, value: Any, stamp: int) -> None:
+        """Completion (called under the run's lock)."""
+        self._value = value
+        self.stamp = stamp
+
+    def outcome(self) -> Any:
+        value = self._value
+        if type(value) is Failure:
+            error = value.error
+            if self.node is not None and isinstance(error, Exception) and not isinstance(error, Closed):
+                raise operator_error(self.node, error) from error
+            raise error
+        return value
+
+
+class Shard(EngineShard):
+    """One stream of a shard chain: pulled only on its executor's thread (its actor's)."""
+
+    def __init__(self, runtime: Runtime, executor: Executor, stream: Stream, where: str,
+                 group: ActorGroup[Any] | None, index: int) -> None:
+        self.runtime, self.executor, self.stream = runtime, executor, stream
+        self.where, self.group, self.index = where, group, index
+
+    def request(self, want: bool) -> Request:
+        """Pull one item on the shard's thread."""
+        return self.runtime.submit(self.executor.submit(self.stream.pull), None)
+
+
+def _apply(fn: Any, x: Any, actor: Any) -> Any:
+    return fn(actor, x)
+
+
+class Runtime(EngineRuntime):
     """The state one rx run shares between its driver, its actor threads and ``close``."""
 
     def __init__(self, recorder: Recorder, on_event: EventSink | None, options: Options) -> None:
-        self.recorder = recorder
-        self.options = options
+        self.report = Reporter(recorder, on_event)
+        self.blocked = Blocked()
+        self.options: Options = options
+        self.effects: dict[tuple[str, int], int] = {}
         self.closed = False
-        #: bumped on every completion; an async union waits for it to change
-        self.generation = 0
         #: what closing releases besides threads (observable subscriptions)
         self.closers: list[Callable[[], None]] = []
+        #: observable sources that may still emit (they count as work in flight)
+        self.open_sources: list[Callable[[], bool]] = []
+        self._generation = 0
+        self._running = 0  # requests submitted and not yet completed
+        self._stamps = itertools.count(1)
         self._cond = threading.Condition()
         self._close_lock = threading.Lock()
         self._executors: list[Executor] = []
         self._actors: dict[int, list[Actor]] = {}
-        self._on_event = on_event
-        self._event_lock = threading.Lock()
 
     # ---------------------------------------------------------------- waking and waiting
 
@@ -149,13 +196,16 @@ class Runtime:
         with self._cond:
             if update is not None:
                 update()
-            self.generation += 1
+            self._generation += 1
             self._cond.notify_all()
 
-    def wait_until(self, done: Callable[[], bool], what: str,
-                   error: Callable[[str], Exception] = ActorError) -> None:
-        """Wait until ``done()`` (checked under the lock) or raise ``error`` at the deadline."""
-        timeout = self.options.timeout
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def wait_until(self, done: Callable[[], bool], what: str) -> None:
+        """Wait until ``done()`` (checked under the lock) or raise at the deadline."""
+        timeout = self.options.timeout_s
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while not done():
@@ -163,20 +213,39 @@ class Runtime:
                     raise Closed()
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise error(f"{what}: nothing arrived within {timeout} s (the rx backend's "
-                                "timeout= option; pass timeout=None to wait forever)")
+                    raise WaitTimeoutError(
+                        f"{what}: nothing arrived within timeout_s={timeout} s (the rx backend's "
+                        "timeout_s option; None waits forever)")
                 self._cond.wait(left)
 
-    def wait_for_change(self, seen: int, what: str) -> None:
-        """Wait until some completion arrives after generation ``seen``."""
-        self.wait_until(lambda: self.generation != seen, what, TimeoutError)
+    def wait_any(self, requests: Sequence[Request], node: g.Node, where: str) -> None:
+        self.wait_until(lambda: any(r.done() for r in requests),
+                        f"{node.describe()}: waiting for {where}")
 
-    def await_(self, result: Observable[Any], what: str) -> Any:
-        """The first item of ``result`` (an actor's outcome), waiting for it on the driver."""
-        box: list[Any] = []
-        result.subscribe(lambda value: self.signal(lambda: box.append(value)))
-        self.wait_until(lambda: bool(box), what)
-        return box[0]
+    def wait_all(self, requests: Sequence[Request], node: g.Node, where: str) -> None:
+        self.wait_until(lambda: all(r.done() for r in requests),
+                        f"{node.describe()}: waiting for {where}")
+
+    def wait_for_change(self, seen: int, what: str) -> None:
+        self.wait_until(lambda: self._generation != seen, f"{what}: waiting for any result")
+
+    def in_flight(self) -> bool:
+        return self._running > 0 or any(still() for still in self.open_sources)
+
+    def submit(self, work: Observable[Any], node: g.Node | None) -> RxRequest:
+        """A request for the outcome of ``work`` (an actor thread's ``submit``)."""
+        request = RxRequest(node)
+        with self._cond:
+            self._running += 1
+
+        def complete(value: Any) -> None:
+            def land() -> None:
+                self._running -= 1
+                request.land(value, next(self._stamps))
+            self.signal(land)
+
+        work.subscribe(complete)
+        return request
 
     # ---------------------------------------------------------------- threads and actors
 
@@ -188,22 +257,19 @@ class Runtime:
         self._executors.append(made)
         return made
 
-    def start_actors(self, groups: list[ActorGroup[Any]]) -> None:
+    def start_actors(self, groups: Sequence[ActorGroup[Any]]) -> None:
         """Make every actor on its own thread (all in parallel) and wait for them."""
         started = []
         for group in groups:
             executors = [self.executor(f"{group.name}[{i}]") for i in range(group.size)]
             made = [ex.submit(functools.partial(group.make, i)) for i, ex in enumerate(executors)]
-            started.append((group, executors, rx.fork_join(*made)))
-        for group, executors, outcome in started:
-            instances = self.await_(outcome, f"creating the actors of {group!r}")
+            started.append((group, executors, self.submit(rx.fork_join(*made), None)))
+        for group, executors, request in started:
+            self.wait_until(request.done, f"creating the actors of {group!r}")
+            instances = request.outcome()
             for i, instance in enumerate(instances):
                 if isinstance(instance, Failure):
-                    e = instance.error
-                    raise ActorError(
-                        f"creating actor {group.name}[{i}] (group built at {group.site}) "
-                        f"raised {type(e).__name__}: {e}"
-                    ) from e
+                    raise creation_error(group, i, instance.error) from instance.error
             self._actors[id(group)] = [Actor(x, ex) for x, ex in zip(instances, executors,
                                                                       strict=True)]
 
@@ -211,30 +277,16 @@ class Runtime:
         """The actors of ``group`` in this run."""
         return self._actors[id(group)]
 
-    # ---------------------------------------------------------------- choices and events
+    def shards(self, node: g.ShardChain, nid: int) -> list[EngineShard]:
+        raise AssertionError("the rx lowering builds shard chains itself")
 
-    def choose(self, nid: int, node: g.Node, choice: int, ready: list[int]) -> None:
-        """Record that input ``choice`` went next at choice point ``nid`` (among ``ready``)."""
-        self.recorder.record(nid, choice)
-        if self._on_event is not None:
-            self.event(Event("choice", nid, node.label, None, choice, str(ready)))
+    def apply(self, nid: int, node: g.Call, index: int, item: Any, want: bool) -> Request:
+        actor = self.actors(node.group)[index]
+        return self.submit(actor.submit(functools.partial(_apply, node.fn, item)), node)
 
-    def effect(self, nid: int, node: g.Broadcast | g.Call, index: int, item: Any) -> None:
-        """Report an actor effect (as the reference interpreter does)."""
-        if self._on_event is not None:
-            self.event(Event("call", nid, node.label, index, item,
-                             f"{node.group.name}[{index}].{g.fn_name(node.fn)}"))
-
-    @property
-    def observing(self) -> bool:
-        """Whether events are reported."""
-        return self._on_event is not None
-
-    def event(self, event: Event) -> None:
-        """Report ``event``; actor threads and the driver report one at a time."""
-        if self._on_event is not None:
-            with self._event_lock:
-                self._on_event(event)
+    def effect(self, nid: int, node: g.Broadcast, index: int, item: Any) -> Request:
+        actor = self.actors(node.group)[index]
+        return self.submit(actor.submit(functools.partial(_apply, node.fn, item)), node)
 
     # ---------------------------------------------------------------- closing
 
@@ -251,7 +303,7 @@ class Runtime:
             self.closers.pop()()
         for ex in self._executors:
             ex.scheduler.dispose()
-        deadline = time.monotonic() + self.options.close_timeout
+        deadline = time.monotonic() + self.options.close_timeout_s
         current = threading.current_thread()
         for ex in self._executors:
             if ex.thread is not None and ex.thread is not current and ex.thread.is_alive():

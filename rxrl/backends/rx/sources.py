@@ -5,26 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import attrs
-from reactivex import Observable
-
 from rxrl import graph as g
-from rxrl.backends.rx.runtime import Executor, Runtime
+from rxrl.backends.rx.runtime import Runtime
 from rxrl.backends.rx.stream import END, Stream
 from rxrl.errors import OperatorError
 from rxrl.interop import ObservableQueue
-
-
-@attrs.define
-class Shard:
-    """One stream of a sharded node: pulled only on its executor's thread (its actor's)."""
-
-    executor: Executor
-    stream: Stream
-
-    def request(self) -> Observable[Any]:
-        """Pull one item on the shard's thread; emits the item, ``END`` or a ``Failure``."""
-        return self.executor.submit(self.stream.pull)
 
 
 class IterSource(Stream):
@@ -72,12 +57,17 @@ class ObservableSource(Stream):
         self._what = node.describe()
         self._queue = ObservableQueue(node, on_change=runtime.signal)
         runtime.closers.append(self._queue.close)
+        runtime.open_sources.append(self._open)
+
+    def _open(self) -> bool:
+        """Whether the observable may still emit (it is work in flight for deadlock checks)."""
+        return self._queue.started and not self._queue.closed and not self._queue.ended
 
     def pull(self) -> Any:
         return self._queue.take(wait=self._wait)
 
     def _wait(self, arrived: Any) -> None:
-        self._runtime.wait_until(arrived, self._what, TimeoutError)
+        self._runtime.wait_until(arrived, self._what)
 
     def ready(self) -> bool:
         return self._queue.ready()

@@ -1,8 +1,10 @@
-"""The pull protocol a plan lowers to on the rx backend: streams, held outcomes, sinks."""
+"""The rx backend's pieces of the pull protocol: held failures, and Rx pipelines fed by hand.
+
+Streams themselves are the engine's (``rxrl.backends.engine.stream.Stream``).
+"""
 
 from __future__ import annotations
 
-import abc
 from collections import deque
 from typing import Any
 
@@ -11,9 +13,10 @@ from reactivex import Observable
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
-from rxrl.interop import END
+from rxrl.backends.engine.stream import Stream
+from rxrl.ready import END, NOT_READY
 
-__all__ = ["END", "Closed", "Failure", "Push", "Sink", "Stream"]
+__all__ = ["END", "NOT_READY", "Closed", "Failure", "Push", "Sink", "Stream"]
 
 
 class Closed(Exception):
@@ -29,29 +32,6 @@ class Failure:
     def reraise(self) -> None:
         """Raise the held exception where the result is taken (as ``ray.get`` would)."""
         raise self.error
-
-
-class Stream(abc.ABC):
-    """A lowered stream, pulled by one thread at a time (the driver's, or one shard's).
-
-    ``pull`` returns the next item or ``END``. ``ready`` and ``pending`` let an async union
-    prefer inputs that can deliver without waiting: ``ready`` means a pull would not wait for
-    asynchronous work; ``pending`` means not ready, but work in flight will make it ready
-    without any pull (and wake the driver when it lands). A stream that is neither is *idle*:
-    only pulling it makes progress, so an async union must not wait for it.
-    """
-
-    @abc.abstractmethod
-    def pull(self) -> Any:
-        """The next item, or ``END``; waits (on the run's condition) if it must."""
-
-    def ready(self) -> bool:
-        """Whether a pull would return without waiting for other threads."""
-        return True
-
-    def pending(self) -> bool:
-        """Whether, without being pulled, this stream will become ready (work is in flight)."""
-        return False
 
 
 class Sink:

@@ -1,0 +1,156 @@
+"""What every backend shares besides the kernels: routing, errors, events, options, blocked reports."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar
+
+import attrs
+
+from rxrl import graph as g
+from rxrl.actors import ActorGroup, Tagged
+from rxrl.errors import ActorError, OperatorError
+from rxrl.events import Event, EventSink
+from rxrl.schedule import Recorder
+
+OptionsT = TypeVar("OptionsT", bound="Options")
+
+
+def route_of(node: g.Call, item: Any, position: int) -> int:
+    """Which actor of ``node.group`` handles the ``position``-th item (see ``ops.call``)."""
+    n = node.group.size
+    if node.route is not None:
+        index = node.route(item)
+    elif isinstance(item, Tagged) and item.group is node.group:
+        index = item.shard
+    else:
+        index = 0 if n == 1 else position % n
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n:
+        raise ValueError(f"route chose actor {index!r}, but {node.group!r} has actors 0..{n - 1}")
+    return index
+
+
+def operator_error(node: g.Node, e: Exception) -> OperatorError:
+    """``e`` raised by the user function of ``node``, as the error a run raises."""
+    return OperatorError(node.label, node.site, e)
+
+
+def creation_error(group: ActorGroup[Any], index: int, e: BaseException) -> ActorError:
+    """The error of an actor constructor that raised."""
+    return ActorError(f"creating actor {group.name}[{index}] (group built at {group.site}) "
+                      f"raised {type(e).__name__}: {e}")
+
+
+class Reporter:
+    """Records a run's choices and reports its events (``on_event``), for every backend.
+
+    Thread-safe: concurrent backends report from actor threads too, one event at a time.
+    """
+
+    def __init__(self, recorder: Recorder, on_event: EventSink | None) -> None:
+        self.recorder = recorder
+        self.on_event = on_event
+        self._lock = threading.Lock()
+
+    @property
+    def observing(self) -> bool:
+        """Whether events are reported at all."""
+        return self.on_event is not None
+
+    def choice(self, nid: int, node: g.Node, choice: int, ready: list[int]) -> None:
+        """Input ``choice`` of choice point ``nid`` went next (among ``ready``)."""
+        self.recorder.record(nid, choice)
+        if self.on_event is not None:
+            self.event(Event("choice", nid, node.label, None, choice, str(ready)))
+
+    def call(self, nid: int, node: g.Node, index: int, item: Any) -> None:
+        """Actor ``index`` of the node's group is sent ``item``."""
+        if self.on_event is not None:
+            group: ActorGroup[Any] = getattr(node, "group")  # noqa: B009 - Call and Broadcast
+            fn = getattr(node, "fn")  # noqa: B009
+            self.event(Event("call", nid, node.label, index, item,
+                             f"{group.name}[{index}].{g.fn_name(fn)}"))
+
+    def event(self, event: Event) -> None:
+        """Report ``event``."""
+        if self.on_event is not None:
+            with self._lock:
+                self.on_event(event)
+
+
+class Blocked:
+    """What is not ready in a run, and why: the report of a ``DeadlockError``.
+
+    Operators that can say "not ready" on their own account (a split branch at ``max_lag``,
+    a collector whose actor sources answered ``NOT_READY``) note it here and clear it when
+    they move again.
+    """
+
+    def __init__(self) -> None:
+        self._why: dict[tuple[int, int], str] = {}
+
+    def note(self, nid: int, part: int, why: str) -> None:
+        """Part ``part`` (a branch, a shard) of operator ``nid`` is blocked because ``why``."""
+        self._why[nid, part] = why
+
+    def clear(self, nid: int, part: int) -> None:
+        """It moves again."""
+        self._why.pop((nid, part), None)
+
+    def report(self) -> list[str]:
+        """Every blocked part, in plan order."""
+        return [why for _, why in sorted(self._why.items())]
+
+
+def effect_count(counts: dict[tuple[str, int], int], group: ActorGroup[Any] | None,
+                 index: int) -> int:
+    """How many calls and broadcasts actor ``index`` of ``group`` has been sent so far."""
+    return 0 if group is None else counts.get((group.key, index), 0)
+
+
+@attrs.frozen(kw_only=True)
+class Options:
+    """Options of ``rxrl.run(plan, backend, **options)``: the same names on every backend.
+
+    Subclasses add their own; ``ALIASES`` maps old names to current ones.
+    """
+
+    ALIASES: ClassVar[Mapping[str, str]] = {}
+
+    #: seconds any one wait may last (an actor's reply, a shard's item); None waits forever
+    timeout_s: float | None = 300.0
+    #: broadcasts whose effects may still be unsettled while the stream moves on
+    max_pending_broadcasts: int = 4
+
+    @classmethod
+    def parse(cls: type[OptionsT], backend: str, options: Mapping[str, Any]) -> OptionsT:
+        """Check one run's options; an unknown name is a TypeError listing the known ones."""
+        known = {a.name for a in attrs.fields(cls)}
+        given = {cls.ALIASES.get(k, k): v for k, v in options.items()}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise TypeError(f"the {backend} backend has no option(s) {unknown}; it takes "
+                            f"{sorted(known)}")
+        made = cls(**given)
+        made.check()
+        return made
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option."""
+        seconds("timeout_s", self.timeout_s)
+        at_least("max_pending_broadcasts", self.max_pending_broadcasts, 1)
+
+
+def seconds(name: str, value: Any) -> None:
+    """``value`` must be positive seconds or None."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                              or not value > 0 or math.isnan(value)):
+        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
+
+
+def at_least(name: str, value: Any, minimum: int) -> None:
+    """``value`` must be an integer >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")

@@ -1,0 +1,186 @@
+"""The state machines every backend runs the same way: split's tee, weighted round-robin turns.
+
+A backend only decides how to *pull* an input (a generator, a stream that may wait on actors);
+what happens with the answer — item, ``END`` or ``NOT_READY`` — is decided here, once, so that
+the reference interpreter and the concurrent backends agree by construction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from typing import Any
+
+import attrs
+
+from rxrl import graph as g
+from rxrl.ready import END, NOT_READY
+
+
+@attrs.frozen
+class _Raised:
+    """An error of the split's source, waiting in a branch's buffer at the point it occurred."""
+
+    error: BaseException
+
+
+class Tee:
+    """The buffers of one ``split`` run: each branch yields every item of the source, in order.
+
+    ``next(i, pull)`` is branch i's pull: an item it has not taken yet from its buffer, else
+    (unless branch i is ``max_lag`` items ahead of the slowest open branch: ``NOT_READY``) a new
+    item from ``pull()`` that every other open branch buffers. So no branch is ever more than
+    ``max_lag`` items ahead, and each buffer holds at most ``max_lag`` items. The source's end
+    ends every branch after its buffered items; an error of the source is raised first by the
+    branch whose pull met it, and by every other branch when it reaches that point.
+    ``close(i)`` says branch i will not be pulled again (its consumer is done): it stops
+    buffering and no longer holds the others back.
+    """
+
+    __slots__ = ("buffers", "ended", "max_lag", "open", "taken")
+
+    def __init__(self, n: int, max_lag: int) -> None:
+        self.buffers: list[deque[Any]] = [deque() for _ in range(n)]
+        self.taken = [0] * n
+        self.open = [True] * n
+        self.max_lag = max_lag
+        self.ended = False
+
+    def next(self, i: int, pull: Callable[[], Any]) -> Any:
+        """Branch ``i``'s next item, ``END`` or ``NOT_READY``."""
+        buffer = self.buffers[i]
+        if buffer:
+            x = buffer.popleft()
+            self.taken[i] += 1
+            if type(x) is _Raised:
+                raise x.error
+            return x
+        if self.ended:
+            return END
+        if self.lag(i) >= self.max_lag:
+            return NOT_READY
+        try:
+            x = pull()
+        except BaseException as e:
+            self.ended = True
+            self._buffer(i, _Raised(e))
+            raise
+        if x is END:
+            self.ended = True
+        elif x is not NOT_READY:
+            self._buffer(i, x)
+            self.taken[i] += 1
+        return x
+
+    def _buffer(self, i: int, x: Any) -> None:
+        for j, buffer in enumerate(self.buffers):
+            if j != i and self.open[j]:
+                buffer.append(x)
+
+    def lag(self, i: int) -> int:
+        """How many items branch ``i`` is ahead of the slowest open branch."""
+        return self.taken[i] - min(t for t, o in zip(self.taken, self.open, strict=True) if o)
+
+    def lagging(self, i: int) -> bool:
+        """Whether branch ``i`` must wait for the slowest branch before it can take a new item."""
+        return not self.buffers[i] and not self.ended and self.lag(i) >= self.max_lag
+
+    def slowest(self) -> int:
+        """The open branch furthest behind."""
+        return min((t, j) for j, (t, o) in enumerate(zip(self.taken, self.open, strict=True)) if o)[1]
+
+    def close(self, i: int) -> bool:
+        """Branch ``i`` is done; True once every branch is (the source may stop)."""
+        if self.open[i]:
+            self.open[i] = False
+            self.buffers[i].clear()
+        return not any(self.open)
+
+    def why(self, node: g.Split, i: int) -> str:
+        """Why branch ``i`` is not ready, for a deadlock report."""
+        return (f"branch {i} of {node.describe()} is {self.max_lag} items ahead of branch "
+                f"{self.slowest()} (max_lag={self.max_lag}), which nothing pulls")
+
+
+def exact_weights(weights: Sequence[float]) -> list[Fraction]:
+    """Weights as exact fractions (``2.5`` -> 5/2, ``0.1`` -> 1/10), so that turns keep the
+    ratio exactly however long a run is."""
+    return [Fraction(w).limit_denominator(10**6) for w in weights]
+
+
+class Turns:
+    """Whose turn it is in a weighted round robin, and how many items the turn has left.
+
+    Input i's turn takes ``floor(credit_i + w_i)`` items and keeps the fraction as credit, so
+    a real weight (RL's training intensity, 2.5) gives turns of 2 and 3 items whose counts
+    keep the exact ratio. Only items taken count: an input that is not ready passes the
+    union on to the next input *without* ending its turn, and continues it when the union
+    comes back (no catch-up burst, no lost turn).
+    """
+
+    __slots__ = ("at", "credit", "left", "live", "weights")
+
+    def __init__(self, weights: Sequence[float]) -> None:
+        self.weights = exact_weights(weights)
+        self.credit = [Fraction(0)] * len(weights)
+        self.live = list(range(len(weights)))
+        self.at = 0
+        #: items left in each input's current turn (None: its turn has not started)
+        self.left: list[int | None] = [None] * len(weights)
+
+    def current(self) -> int:
+        """The input whose turn it is (starting its turn if needed)."""
+        while True:
+            i = self.live[self.at]
+            if self.left[i] is None:
+                quota = math.floor(self.credit[i] + self.weights[i])
+                self.credit[i] += self.weights[i] - quota
+                self.left[i] = quota
+            if self.left[i]:
+                return i
+            self.left[i] = None  # a turn of 0 items (a weight below 1): pass it on
+            self.at = (self.at + 1) % len(self.live)
+
+    def took(self, i: int) -> None:
+        """Input ``i`` (the current one) delivered an item."""
+        left = self.left[i]
+        assert left
+        self.left[i] = left - 1
+        if left == 1:
+            self.left[i] = None
+            self.at = (self.at + 1) % len(self.live)
+
+    def skip(self) -> None:
+        """The current input is not ready: move on, keeping what is left of its turn."""
+        self.at = (self.at + 1) % len(self.live)
+
+    def drop(self, i: int) -> None:
+        """Input ``i`` (the current one) has ended."""
+        self.live.pop(self.at)
+        if self.live:
+            self.at %= len(self.live)
+
+
+def round_robin_next(turns: Turns, pull: Callable[[int], Any], emits: Callable[[int], bool]) -> Any:
+    """The next emitted item of a weighted round robin over ``pull(i)``, ``END`` or ``NOT_READY``
+    (every live input, tried in turn, was not ready)."""
+    not_ready = 0
+    while turns.live:
+        i = turns.current()
+        x = pull(i)
+        if x is END:
+            turns.drop(i)
+            not_ready = 0
+        elif x is NOT_READY:
+            not_ready += 1
+            if not_ready >= len(turns.live):
+                return NOT_READY
+            turns.skip()
+        else:
+            not_ready = 0
+            turns.took(i)
+            if emits(i):
+                return x
+    return END

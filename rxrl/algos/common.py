@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar, get_args
 
 import attrs
 import gymnasium as gym
@@ -98,6 +98,24 @@ def _mapping(inst: Any, attribute: attrs.Attribute[Mapping[str, Any]], value: An
                          f"keys, got {value!r}")
 
 
+#: ``RolloutSettings.learner_device``
+LearnerDevice = Literal["cpu", "cuda", "auto"]
+
+
+def _device(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if value not in get_args(LearnerDevice):
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be one of "
+                         f"{list(get_args(LearnerDevice))}, got {value!r}")
+
+
+def device_of(settings: RolloutSettings) -> str:
+    """The device the learner trains on, decided on the driver (``"auto"`` resolved here, so
+    that the learner's actor asks for a GPU exactly when it will use one)."""
+    if settings.learner_device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return settings.learner_device
+
+
 @attrs.frozen(kw_only=True)
 class RolloutSettings:
     """Settings every algorithm here shares: the env, the rollout workers and the policy.
@@ -105,7 +123,9 @@ class RolloutSettings:
     ``num_workers`` rollout workers each step ``num_envs_per_worker`` copies of ``env`` and
     return fragments of ``fragment_length`` steps per copy, with GAE(``gamma``, ``lam``)
     advantages. Worker ``i`` is seeded with ``(seed, i)``; the learner's initial weights
-    with ``seed``. ``learner_threads`` is the learner process's torch thread count.
+    with ``seed``. ``learner_threads`` is the learner process's torch thread count;
+    ``learner_device`` where it trains: ``"cpu"``, ``"cuda"`` (the learner's Ray actor then
+    asks for a GPU) or ``"auto"`` (``"cuda"`` when the driver sees CUDA, else ``"cpu"``).
     """
 
     env: str = attrs.field(default="CartPole-v1", validator=_env_id)
@@ -118,6 +138,7 @@ class RolloutSettings:
     lam: float = attrs.field(default=0.95, validator=float_in(0.0, 1.0))
     policy: PolicyConfig = attrs.field(factory=PolicyConfig, validator=instance_of(PolicyConfig))
     learner_threads: int = attrs.field(default=1, validator=int_at_least(1))
+    learner_device: LearnerDevice = attrs.field(default="cpu", validator=_device)
 
     @property
     def round_size(self) -> int:
@@ -216,8 +237,11 @@ class LearnerFactory(Generic[L]):
     def __call__(self, index: int) -> L:
         s = self.settings
         torch.set_num_threads(s.learner_threads)
+        device = device_of(s)
+        # only when not the CPU: a learner class without a device setting still works there
+        on = {} if device == "cpu" else {"device": device}
         learner = self.cls(registered_id(s.env), self.config, s.policy, seed=s.seed,
-                           env_kwargs=s.env_kwargs)
+                           env_kwargs=s.env_kwargs, **on)
         if self.start is not None:
             learner.load_state_dict(self.start.learner_state)
         return learner
@@ -243,6 +267,8 @@ def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config
     workers = rxrl.indexed_actors(WorkerFactory(settings, start), settings.num_workers,
                                   name="RolloutWorker")
     learner = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start), 1, name=name)
+    if device_of(settings) != "cpu":  # Ray gives an actor a GPU only if it asks for one
+        learner = learner.with_options(num_gpus=1)
     return Groups(workers, learner)
 
 
@@ -353,9 +379,9 @@ class Progress(MetricsAccumulator):
 
 
 __all__ = [
-    "Groups", "LearnerFactory", "Progress", "RolloutSettings", "Start", "Trained",
+    "Groups", "LearnerDevice", "LearnerFactory", "Progress", "RolloutSettings", "Start", "Trained",
     "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "episodes_of",
-    "float_in", "instance_of", "int_at_least", "join_rounds", "make_groups", "optional",
-    "registered_id", "rows",
+    "device_of", "float_in", "instance_of", "int_at_least", "join_rounds", "make_groups",
+    "optional", "registered_id", "rows",
     "set_learning_rate", "set_weights", "train_and_get_weights", "train_on_fragments",
 ]

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 import torch
@@ -26,6 +27,41 @@ from rxrl.rl.losses import (
 from rxrl.rl.metrics import TrainMetrics
 from rxrl.rl.policy import ActorCritic, Weights, make_policy
 
+#: where a learner trains: ``"cpu"``, ``"cuda"`` (or ``"cuda:N"``), or ``"auto"`` (CUDA when
+#: this process has it, else the CPU)
+Device = str
+
+
+def resolve_device(device: Device) -> torch.device:
+    """The torch device ``device`` names (``"auto"``: CUDA if available here, else CPU).
+
+    Raises ValueError for an unknown name, or for CUDA in a process that has none (on Ray:
+    an actor that did not ask for a GPU sees none).
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'auto', got {device!r}") from None
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'auto', got {device!r}")
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: CUDA is not available in this process (a CPU build "
+                         "of torch, no GPU, or a Ray actor that did not ask for one)")
+    return resolved
+
+
+def _cpu_copy(value: Any) -> Any:
+    """A deep copy of ``value`` with every tensor on the CPU (a checkpoint loads anywhere)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, Mapping):
+        return {k: _cpu_copy(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_cpu_copy(v) for v in value)
+    return copy.deepcopy(value)
+
 
 class Learner:
     """Common learner state: the policy, an Adam optimizer and a minibatch RNG.
@@ -33,6 +69,9 @@ class Learner:
     `env` is a gymnasium id (its spaces are read from one throwaway instance) or the
     `EnvSpaces` themselves. The policy's initial weights depend only on `seed` and the
     policy config, so a `RolloutWorker` with the same `seed` starts from the same weights.
+    The policy trains on `device` (see `resolve_device`); what leaves the learner is on the
+    CPU either way: weights are numpy arrays, a `state_dict` holds CPU tensors, and
+    `load_state_dict` takes one made on any device.
     """
 
     def __init__(
@@ -43,13 +82,25 @@ class Learner:
         lr: float,
         adam_eps: float,
         env_kwargs: Mapping[str, Any] | None,
+        device: Device = "cpu",
     ) -> None:
         spaces = env if isinstance(env, EnvSpaces) else EnvSpaces.of(env, env_kwargs)
         self.spaces = spaces
+        self.device = resolve_device(device)
+        # built on the CPU (same initial weights everywhere), then moved
         self.policy: ActorCritic = make_policy(spaces.observation, spaces.action, policy, seed)
+        self.policy.to(self.device)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr, eps=adam_eps)
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0x1EA12]))
         self.num_updates = 0
+
+    def tensors(self, batch: SampleBatch) -> TensorBatch:
+        """The loss columns of ``batch`` as tensors on the learner's device."""
+        t = TensorBatch.from_batch(batch)
+        if self.device.type == "cpu":
+            return t
+        return TensorBatch(**{f.name: getattr(t, f.name).to(self.device, non_blocking=True)
+                              for f in attrs.fields(TensorBatch)})
 
     def get_weights(self) -> Weights:
         """The policy weights as a dict of numpy arrays (what workers' `set_weights` takes)."""
@@ -60,8 +111,9 @@ class Learner:
         self.policy.set_weights(weights)
 
     def state_dict(self) -> dict[str, Any]:
-        """A deep copy of everything needed to resume: policy, optimizer, RNG, update count."""
-        return copy.deepcopy(
+        """A deep copy of everything needed to resume: policy, optimizer, RNG, update count
+        (tensors on the CPU, whatever the learner's device)."""
+        state: dict[str, Any] = _cpu_copy(
             {
                 "policy": self.policy.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
@@ -69,11 +121,13 @@ class Learner:
                 "num_updates": self.num_updates,
             }
         )
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a `state_dict()`; training then continues exactly as it would have."""
-        self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        """Restore a `state_dict()` (made on any device); training then continues exactly
+        as it would have."""
+        self.policy.load_state_dict(state["policy"])  # copies onto the policy's device
+        self.optimizer.load_state_dict(state["optimizer"])  # casts to the parameters' device
         self.rng.bit_generator.state = state["rng"]
         self.num_updates = int(state["num_updates"])
 
@@ -101,9 +155,10 @@ class PPOLearner(Learner):
         policy: PolicyConfig | None = None,
         seed: int = 0,
         env_kwargs: Mapping[str, Any] | None = None,
+        device: Device = "cpu",
     ) -> None:
         self.config = config = config or PPOConfig()
-        super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs)
+        super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs, device)
 
     def train(self, batch: SampleBatch) -> TrainMetrics:
         """Update the policy on `batch`; stops early once approx-KL exceeds `target_kl`."""
@@ -116,7 +171,7 @@ class PPOLearner(Learner):
             for minibatch in batch.minibatches(c.minibatch_size, self.rng):
                 term = ppo_loss(
                     self.policy,
-                    TensorBatch.from_batch(minibatch),
+                    self.tensors(minibatch),
                     clip_coef=c.clip_coef,
                     clip_vloss=c.clip_vloss,
                     vf_coef=c.vf_coef,
@@ -140,9 +195,10 @@ class A2CLearner(Learner):
         policy: PolicyConfig | None = None,
         seed: int = 0,
         env_kwargs: Mapping[str, Any] | None = None,
+        device: Device = "cpu",
     ) -> None:
         self.config = config = config or A2CConfig()
-        super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs)
+        super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs, device)
 
     def train(self, batch: SampleBatch) -> TrainMetrics:
         """One optimizer step of the A2C loss on the whole batch."""
@@ -151,7 +207,7 @@ class A2CLearner(Learner):
             raise ValueError("A2CLearner.train: got an empty batch")
         term = a2c_loss(
             self.policy,
-            TensorBatch.from_batch(batch),
+            self.tensors(batch),
             vf_coef=c.vf_coef,
             ent_coef=c.ent_coef,
             normalize_advantages=c.normalize_advantages,
@@ -174,11 +230,11 @@ class A2CLearner(Learner):
             )
         self.optimizer.zero_grad(set_to_none=True)
         for name, p in params.items():
-            p.grad = torch.as_tensor(grads.arrays[name]).reshape(p.shape).clone()
+            p.grad = torch.as_tensor(grads.arrays[name]).reshape(p.shape).to(p.device, copy=True)
         grad_norm(self.policy, self.config.max_grad_norm)
         self.optimizer.step()
         self.num_updates += 1
         return self.get_weights()
 
 
-__all__ = ["A2CLearner", "Learner", "PPOLearner"]
+__all__ = ["A2CLearner", "Device", "Learner", "PPOLearner", "resolve_device"]

@@ -3,7 +3,7 @@
 A run never loses or mixes data: ``--out`` must be a new directory (``--resume`` continues
 one); SIGINT/SIGTERM end a run at its next record with a checkpoint of that record (see
 `rxrl.cli_signals`); a resumed run cuts its metrics back to the checkpoint it starts from,
-and leaves ``config.json`` alone until it has really started.
+and no run writes ``config.json`` (or anything else) before it has really started.
 """
 
 from __future__ import annotations
@@ -208,8 +208,6 @@ def train(args: argparse.Namespace) -> int:
         raise ValueError(f"cannot write --trace {trace_file}: no directory {trace_file.parent}")
     doc = {"algo": algo.name, "config": to_dict(config), "backend": args.backend, "steps": total,
            "resumed_from": str(resumed.path) if resumed else None}
-    if resumed is None:
-        write_json(out / "config.json", doc)
     start = Start(resumed.learner_state, reseed=base.iteration) if resumed else None
     clock = CheckpointClock(args.checkpoint_every, final, args.target_return)
     plan = training_plan(algo, config, start, clock, args.worker_restarts)
@@ -219,8 +217,7 @@ def train(args: argparse.Namespace) -> int:
         options = {"address": args.address or "local",
                    "init_options": None if args.address else RAY_INIT}
     in_place = resumed is not None and _same_dir(out, resumed.path.parent)
-    session = Session(algo, config, args, out, total, base, resumed, in_place,
-                      config_doc=doc if resumed is not None else None)
+    session = Session(algo, config, args, out, total, base, resumed, in_place, config_doc=doc)
     print(f"{session.label}: training for {total:,} env steps; writing to {out}", file=sys.stderr)
     with contextlib.ExitStack() as stack:
         run = _start(plan, args, options)
@@ -272,8 +269,9 @@ def _reraise(e: ActorError, address: str | None) -> NoReturn:
 class Session:
     """One ``rxrl train`` run as its records arrive: logs, progress, checkpoints, summary.
 
-    ``config_doc``, when given (a resumed run), is written to config.json at the first
-    record: a resume that fails before it leaves the directory's config as it was.
+    ``config_doc`` is written to config.json at the first record: a run that fails to start
+    (a resume that does not fit, an --address where no Ray runs) leaves its directory as it
+    was, and a new one reusable.
     """
 
     def __init__(self, algo: Algorithm, config: RolloutSettings, args: argparse.Namespace,

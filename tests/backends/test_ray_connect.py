@@ -1,0 +1,107 @@
+"""Connecting to Ray (issue 14, items 2 and 7): the workers of a Ray that rxrl starts import
+what the driver imports; an address where no Ray runs fails promptly in one line."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rxrl.backends.ray.connect import RayConnectError, import_path, probe, with_import_path
+from rxrl.cli_machine import explain_actor_error
+from rxrl.errors import ActorError
+from tests.cli.helpers import environment, rxrl_cli
+
+#: a pytest file whose actor class lives in a directory only pytest put on sys.path
+ACTORS_TEST = '''\
+import rxrl
+from rxrl import ops
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def next(self) -> int:
+        self.n += 1
+        return self.n
+
+
+def test_actors_of_this_file_run_on_ray() -> None:
+    group = rxrl.actors(Counter, 2)
+    plan = rxrl.from_actors(group, Counter.next) | ops.barrier() | ops.take(2)
+    options = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
+    assert list(rxrl.run(plan, "ray", init_options=options)) == [[1, 1], [2, 2]]
+'''
+
+
+def closed_port() -> int:
+    """A local TCP port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.timeout(300)
+def test_actor_classes_of_a_test_file_elsewhere_run_on_a_ray_that_rxrl_starts(tmp_path: Path) -> None:
+    suite, elsewhere = tmp_path / "suite", tmp_path / "elsewhere"
+    suite.mkdir()
+    elsewhere.mkdir()
+    (suite / "test_actors.py").write_text(ACTORS_TEST)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(suite / "test_actors.py")], cwd=elsewhere, env=environment(),
+                          capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 passed" in done.stdout
+
+
+def test_the_import_path_is_what_the_driver_added_to_the_interpreter_s_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    paths = import_path()
+    assert str(tmp_path.resolve()) in paths
+    assert not any(p.startswith((sys.base_prefix, sys.prefix)) for p in paths)
+    config = with_import_path(None, paths)
+    assert config._py_driver_sys_path == paths
+    assert with_import_path(config, [str(tmp_path)])._py_driver_sys_path == paths  # no repeats
+
+
+def test_an_address_where_nothing_listens_is_refused_at_once() -> None:
+    port = closed_port()
+    with pytest.raises(RayConnectError, match=rf"^no Ray cluster at address '127.0.0.1:{port}' "
+                                              r"\(Connection refused within 10 s\): start one"):
+        probe(f"127.0.0.1:{port}", 10.0)
+    with pytest.raises(RayConnectError, match=r"^no Ray cluster at address 'ray://127.0.0.1:"):
+        probe(f"ray://127.0.0.1:{port}", 10.0)
+    probe("auto", 0.01)  # forms Ray resolves itself are left to Ray
+
+
+@pytest.mark.timeout(120)
+def test_train_with_an_address_where_no_ray_runs_fails_in_one_line(tmp_path: Path) -> None:
+    port = closed_port()
+    done = rxrl_cli("train", "ppo", "--address", f"127.0.0.1:{port}", "--out", tmp_path / "run",
+                    timeout=100)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"rxrl train: error: --address 127.0.0.1:{port}: no Ray cluster at address "
+        f"'127.0.0.1:{port}' (Connection refused within 10 s): start one there with `ray start "
+        "--head`, or give the address `ray status` prints")
+    assert os.listdir(tmp_path / "run") == []  # nothing written: the same --out works next time
+
+
+def test_a_module_the_ray_workers_cannot_import_is_one_line_naming_it_and_how_to_ship_it() -> None:
+    raised = ActorError("creating actor Worker[0] (group built at my_plan.py:12) failed: "
+                        "ray::Host.__init__() (pid=1, ip=10.0.0.2)\n  File ...\n"
+                        "RaySystemError: System error: No module named 'my_actors'\ntraceback: ...")
+    on_cluster = explain_actor_error(raised, "ray://head:10001")
+    assert str(on_cluster) == (
+        "the Ray workers cannot import module 'my_actors' (actor Worker[0]): ship it to the "
+        "cluster (Ray's runtime_env: {'working_dir': DIR} or {'py_modules': [DIR]}), or install "
+        "it on every node")
+    assert "install it (pip install -e)" in str(explain_actor_error(raised, None))
+    other = ActorError("actor Worker[0] died: out of memory")
+    assert explain_actor_error(other, None) is other

@@ -116,7 +116,7 @@ CASES: dict[str, tuple[list[str], str]] = {
 #: the cases also run through the installed console script (each process costs seconds of imports)
 THROUGH_THE_SCRIPT = ("unknown algorithm", "unsupported action space", "bad setting value",
                       "unwritable --out", "corrupt checkpoint to eval", "not a trace",
-                      "--out of an existing run", "resume with another policy", "--target-return nan",
+                      "--out of an existing run", "--target-return nan",
                       "a negative --target-return without =", "--workers far beyond the machine",
                       "checkpoint with wrong-typed counters")
 

@@ -8,7 +8,8 @@ is importable). What differs from CleanRL's file, all to match rxrl's learner: H
 (replayed per sampled transitions, held exactly as in bench/dqn_loop.py) instead of
 `train_frequency`, the target copied every N optimizer steps (CleanRL: every N env
 steps), SAME_STEP autoreset with the real final observation stored for truncated *and*
-terminated steps, and `torch.set_num_threads(1)`. No n-step, no prioritized replay.
+terminated steps, n-step returns (a window of the last n steps per env, flushed at
+episode ends), and `torch.set_num_threads(1)`. No prioritized replay.
 
 Run alone: ``nice -n 10 python bench/cleanrl_dqn.py --seed 0``; it prints one JSON record.
 """
@@ -43,15 +44,16 @@ class Args:
     learning_rate: float = 1e-3
     buffer_size: int = 100_000
     gamma: float = 0.99
+    n_step: int = 3
     target_network_frequency: int = 100  # optimizer steps
     batch_size: int = 64
     start_e: float = 1.0
     end_e: float = 0.05
     exploration_fraction: float = 0.1
     learning_starts: int = 1_000
-    training_intensity: float = 8.0
+    training_intensity: float = 32.0
     max_grad_norm: float = 10.0
-    hidden: tuple[int, ...] = (256, 256)
+    hidden: tuple[int, ...] = (64, 64)
 
 
 def matches_rxrl(args: Args) -> list[str]:
@@ -63,6 +65,7 @@ def matches_rxrl(args: Args) -> list[str]:
     c = DQNConfig()
     pairs = {
         "learning_rate": c.lr,
+        "n_step": c.n_step,
         "buffer_size": c.replay.capacity,
         "gamma": c.gamma,
         "target_network_frequency": c.target_update_interval,
@@ -105,36 +108,71 @@ def linear_schedule(start_e: float, end_e: float, duration: int, t: int) -> floa
 
 
 class Replay:
-    """A ring buffer of transitions in numpy arrays, sampled uniformly with replacement."""
+    """A ring buffer of transitions in numpy arrays, sampled uniformly with replacement.
+
+    `discounts` is the factor of the bootstrap: `gamma ** m` after an m-step return, 0 after
+    a termination."""
 
     def __init__(self, size: int, obs_dim: int, rng: np.random.Generator) -> None:
         self.obs = np.zeros((size, obs_dim), np.float32)
         self.next_obs = np.zeros((size, obs_dim), np.float32)
         self.actions = np.zeros(size, np.int64)
         self.rewards = np.zeros(size, np.float32)
-        self.dones = np.zeros(size, np.float32)
+        self.discounts = np.zeros(size, np.float32)
         self.size, self.pos, self.full, self.rng = size, 0, False, rng
 
-    def add(
-        self,
-        obs: np.ndarray,
-        next_obs: np.ndarray,
-        actions: np.ndarray,
-        rewards: np.ndarray,
-        terminated: np.ndarray,
-    ) -> None:
-        for i in range(len(obs)):
-            j = self.pos
-            self.obs[j], self.next_obs[j], self.actions[j] = obs[i], next_obs[i], actions[i]
-            self.rewards[j], self.dones[j] = rewards[i], terminated[i]
-            self.pos = (self.pos + 1) % self.size
-            self.full = self.full or self.pos == 0
+    def add(self, obs: np.ndarray, action: int, ret: float, next_obs: np.ndarray, discount: float) -> None:
+        j = self.pos
+        self.obs[j], self.actions[j], self.rewards[j] = obs, action, ret
+        self.next_obs[j], self.discounts[j] = next_obs, discount
+        self.pos = (self.pos + 1) % self.size
+        self.full = self.full or self.pos == 0
 
     def sample(self, n: int) -> tuple[torch.Tensor, ...]:
         idx = self.rng.integers(0, self.size if self.full else self.pos, n)
-        return tuple(
-            torch.as_tensor(a[idx]) for a in (self.obs, self.actions, self.rewards, self.next_obs, self.dones)
-        )
+        columns = (self.obs, self.actions, self.rewards, self.next_obs, self.discounts)
+        return tuple(torch.as_tensor(a[idx]) for a in columns)
+
+
+class NStep:
+    """n-step returns per env: a window of the last n steps, emitted when full and flushed
+    (shortened) when the episode ends."""
+
+    def __init__(self, n: int, gamma: float, num_envs: int) -> None:
+        self.n, self.gamma = n, gamma
+        self.windows: list[collections.deque[tuple[np.ndarray, int, float]]] = [
+            collections.deque() for _ in range(num_envs)
+        ]
+
+    def step(
+        self,
+        i: int,
+        obs: np.ndarray,
+        action: int,
+        reward: float,
+        next_obs: np.ndarray,
+        terminated: bool,
+        truncated: bool,
+        rb: Replay,
+    ) -> None:
+        window = self.windows[i]
+        window.append((obs, action, reward))
+        if len(window) == self.n:
+            self._emit(window, next_obs, terminated, rb)
+        if terminated or truncated:
+            while window:
+                self._emit(window, next_obs, terminated, rb)
+
+    def _emit(
+        self,
+        window: collections.deque[tuple[np.ndarray, int, float]],
+        next_obs: np.ndarray,
+        terminated: bool,
+        rb: Replay,
+    ) -> None:
+        ret = sum(self.gamma**k * r for k, (_, _, r) in enumerate(window))
+        obs, action, _ = window.popleft()
+        rb.add(obs, action, ret, next_obs, 0.0 if terminated else self.gamma ** (len(window) + 1))
 
 
 def run(args: Args) -> dict[str, Any]:
@@ -155,6 +193,7 @@ def run(args: Args) -> dict[str, Any]:
     target_network = QNetwork(obs_dim, n_actions, args.hidden)
     target_network.load_state_dict(q_network.state_dict())
     rb = Replay(args.buffer_size, obs_dim, rng)
+    nstep = NStep(args.n_step, args.gamma, args.num_envs)
     start = time.perf_counter()
     returns: collections.deque[float] = collections.deque(maxlen=100)
     episode_return = np.zeros(args.num_envs)
@@ -172,9 +211,19 @@ def run(args: Args) -> dict[str, Any]:
         next_obs, rewards, terminations, truncations, infos = envs.step(actions)
         real_next_obs = next_obs.copy()
         done = terminations | truncations
-        for i in np.flatnonzero(done):
-            real_next_obs[i] = infos["final_obs"][i]
-        rb.add(obs, real_next_obs, actions, rewards, terminations)
+        for ended in np.flatnonzero(done):
+            real_next_obs[ended] = infos["final_obs"][ended]
+        for i in range(args.num_envs):
+            nstep.step(
+                i,
+                obs[i],
+                int(actions[i]),
+                float(rewards[i]),
+                real_next_obs[i],
+                bool(terminations[i]),
+                bool(truncations[i]),
+                rb,
+            )
         episode_return += rewards
         returns.extend(episode_return[done].tolist())
         episode_return[done] = 0.0
@@ -206,11 +255,11 @@ def train_step(
     args: Args, rb: Replay, q_network: QNetwork, target_network: QNetwork, optimizer: torch.optim.Optimizer
 ) -> None:
     """One double-DQN Huber step on a uniform sample."""
-    b_obs, b_actions, b_rewards, b_next_obs, b_dones = rb.sample(args.batch_size)
+    b_obs, b_actions, b_rewards, b_next_obs, b_discounts = rb.sample(args.batch_size)
     with torch.no_grad():
         best = q_network(b_next_obs).argmax(dim=1, keepdim=True)
         target_q = target_network(b_next_obs).gather(1, best).squeeze(1)
-        td_target = b_rewards + args.gamma * target_q * (1.0 - b_dones)
+        td_target = b_rewards + b_discounts * target_q
     old_val = q_network(b_obs).gather(1, b_actions.unsqueeze(1)).squeeze(1)
     loss = F.huber_loss(old_val, td_target)
     optimizer.zero_grad()

@@ -9,6 +9,7 @@ from rxrl.actors import A, ActorGroup
 from rxrl.errors import PlanError, call_site
 from rxrl.graph import FromActors, FromIterable, FromIterables
 from rxrl.plan import Plan, Shards
+from rxrl.ready import NotReady
 
 T = TypeVar("T")
 
@@ -45,10 +46,14 @@ def from_iterables(xss: Iterable[Iterable[T]]) -> Shards[T]:
     return Shards(FromIterables(iterables=iterables, site=site))
 
 
-def from_actors(group: ActorGroup[A], fn: Callable[[A], T]) -> Shards[T]:
+def from_actors(group: ActorGroup[A], fn: Callable[[A], T | NotReady]) -> Shards[T]:
     """Shard ``i`` yields ``fn(actor_i)`` each time it is pulled: an infinite stream per actor.
 
     ``fn`` is typically an unbound method, e.g. ``from_actors(workers, RolloutWorker.sample)``.
+    It may return ``rxrl.NOT_READY`` to say it has nothing to give yet (a replay buffer below
+    ``learning_starts``): the shard is then asked again only once its actor has been sent a
+    call or a broadcast, and nothing downstream sees the value (docs/semantics.md,
+    "Readiness"); ``NotReady`` is not part of the item type.
 
     >>> import rxrl
     >>> from rxrl import ops

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 import attrs
@@ -83,25 +83,21 @@ class Reporter:
 class Blocked:
     """What is not ready in a run, and why: the report of a ``DeadlockError``.
 
-    Operators that can say "not ready" on their own account (a split branch at ``max_lag``,
-    a collector whose actor sources answered ``NOT_READY``) note it here and clear it when
-    they move again.
+    Operators that can be not ready on their own account (a split branch at ``max_lag``, a
+    collector whose actor sources answered ``NOT_READY``) register, once, a function that
+    says why they are blocked now (or None); the report asks them all when it is needed.
     """
 
     def __init__(self) -> None:
-        self._why: dict[tuple[int, int], str] = {}
+        self._why: dict[tuple[int, int], Callable[[], str | None]] = {}
 
-    def note(self, nid: int, part: int, why: str) -> None:
-        """Part ``part`` (a branch, a shard) of operator ``nid`` is blocked because ``why``."""
+    def watch(self, nid: int, part: int, why: Callable[[], str | None]) -> None:
+        """Part ``part`` (a branch, a shard) of operator ``nid`` says why it is blocked."""
         self._why[nid, part] = why
 
-    def clear(self, nid: int, part: int) -> None:
-        """It moves again."""
-        self._why.pop((nid, part), None)
-
     def report(self) -> list[str]:
-        """Every blocked part, in plan order."""
-        return [why for _, why in sorted(self._why.items())]
+        """Every part blocked now, in plan order."""
+        return [w for _, why in sorted(self._why.items()) if (w := why()) is not None]
 
 
 def effect_count(counts: dict[tuple[str, int], int], group: ActorGroup[Any] | None,

@@ -98,8 +98,10 @@ class Tee:
             self.buffers[i].clear()
         return not any(self.open)
 
-    def why(self, node: g.Split, i: int) -> str:
-        """Why branch ``i`` is not ready, for a deadlock report."""
+    def why(self, node: g.Split, i: int) -> str | None:
+        """Why branch ``i`` is not ready now (for a deadlock report), or None if it is."""
+        if not self.open[i] or not self.lagging(i):
+            return None
         return (f"branch {i} of {node.describe()} is {self.max_lag} items ahead of branch "
                 f"{self.slowest()} (max_lag={self.max_lag}), which nothing pulls")
 
@@ -165,21 +167,24 @@ class Turns:
 
 def round_robin_next(turns: Turns, pull: Callable[[int], Any], emits: Callable[[int], bool]) -> Any:
     """The next emitted item of a weighted round robin over ``pull(i)``, ``END`` or ``NOT_READY``
-    (every live input, tried in turn, was not ready)."""
-    not_ready = 0
+    (every live input, each pulled in its turn since the last progress, was not ready)."""
+    tried: set[int] = set()  # not ready since the last progress: passed over, not pulled again
     while turns.live:
         i = turns.current()
+        if i in tried:
+            if len(tried) >= len(turns.live):
+                return NOT_READY
+            turns.skip()
+            continue
         x = pull(i)
         if x is END:
             turns.drop(i)
-            not_ready = 0
+            tried.clear()
         elif x is NOT_READY:
-            not_ready += 1
-            if not_ready >= len(turns.live):
-                return NOT_READY
+            tried.add(i)
             turns.skip()
         else:
-            not_ready = 0
+            tried.clear()
             turns.took(i)
             if emits(i):
                 return x

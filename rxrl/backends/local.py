@@ -8,7 +8,9 @@ The reference interpreter runs these; the Ray backend runs them inside its actor
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
+from types import GeneratorType
 from typing import Any
 
 from rxrl import graph as g
@@ -135,11 +137,28 @@ def run_tap(node: g.Tap, src: Iterator[Any]) -> Iterator[Any]:
         yield x
 
 
+#: the inputs of each generator stream, so that closing it reaches them even if it never ran
+_FEEDS: weakref.WeakKeyDictionary[Any, tuple[Iterator[Any], ...]] = weakref.WeakKeyDictionary()
+
+
+def fed(it: Iterator[Any], *sources: Iterator[Any]) -> Iterator[Any]:
+    """``it``, noted as reading ``sources`` (see ``close``)."""
+    _FEEDS[it] = sources
+    return it
+
+
 def close(it: Iterator[Any]) -> None:
-    """Tell a generator input that it will not be pulled again (a no-op for other iterators)."""
+    """Tell a stream, and the streams it reads, that it will not be pulled again.
+
+    A split branch whose consumer is done stops holding its siblings back. Generators cannot
+    run code when closed before they start, so the inputs are reached through ``fed``.
+    """
     closer = getattr(it, "close", None)
     if closer is not None:
         closer()
+    if type(it) is GeneratorType:
+        for source in _FEEDS.pop(it, ()):
+            close(source)
 
 
 #: node type -> generator over one stream
@@ -164,5 +183,5 @@ def chain(chain_node: g.ShardChain, source: Iterator[Any]) -> Iterator[Any]:
     """A shard chain's local steps over ``source`` (its shard's items)."""
     it = source
     for _, step in chain_node.steps:
-        it = LOCAL[type(step)](step, it)
+        it = fed(LOCAL[type(step)](step, it), it)
     return it

@@ -12,6 +12,7 @@ so every actor sees its calls in the order a replayed trace gives on every backe
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,7 +21,7 @@ from rxrl import graph as g
 from rxrl.actors import ActorGroup, Tagged
 from rxrl.backends.common import Blocked, Reporter, creation_error, operator_error, route_of
 from rxrl.backends.kernels import Tee, Turns, round_robin_next
-from rxrl.backends.local import LOCAL, actor_stream, chain, close
+from rxrl.backends.local import LOCAL, actor_stream, chain, close, fed
 from rxrl.compile import Compiled, Lowerer, lower
 from rxrl.errors import DeadlockError
 from rxrl.events import Event, EventSink
@@ -85,19 +86,21 @@ class _Context:
 
 def _observed(ctx: _Context, nid: int, node: g.Node, shard: int | None,
               src: Iterator[Any]) -> Iterator[Any]:
+    return fed(_observing_items(ctx, nid, node, shard, src), src)
+
+
+def _observing_items(ctx: _Context, nid: int, node: g.Node, shard: int | None,
+                     src: Iterator[Any]) -> Iterator[Any]:
     emit, label = ctx.report.event, node.label
-    try:
-        while True:
-            emit(Event("pull", nid, label, shard))
-            x = next(src, END)
-            if x is END:
-                emit(Event("end", nid, label, shard))
-                return
-            emit(Event("not_ready" if x is NOT_READY else "emit", nid, label, shard,
-                       None if x is NOT_READY else x))
-            yield x
-    finally:
-        close(src)
+    while True:
+        emit(Event("pull", nid, label, shard))
+        x = next(src, END)
+        if x is END:
+            emit(Event("end", nid, label, shard))
+            return
+        emit(Event("not_ready" if x is NOT_READY else "emit", nid, label, shard,
+                   None if x is NOT_READY else x))
+        yield x
 
 
 # ---------------------------------------------------------------------------------- sources
@@ -132,7 +135,8 @@ def _from_observable(ctx: _Context, node: g.FromObservable, nid: int, ins: list[
 
 
 def _local(ctx: _Context, node: g.Node, nid: int, ins: list[Streams]) -> Streams:
-    return [LOCAL[type(node)](node, ins[0][0])]
+    src = ins[0][0]
+    return [fed(LOCAL[type(node)](node, src), src)]
 
 
 # ------------------------------------------------------------------------------ collectors
@@ -159,19 +163,24 @@ class _Shard:
         return self.parked_at is None or ctx.effects_on(self.group, self.index) > self.parked_at
 
 
-def _why_parked(node: g.Node, shard: _Shard) -> str:
+def _shards(ctx: _Context, nid: int, node: g.Node, its: Streams) -> list[_Shard]:
+    assert isinstance(its, _Shards), "compile fuses every collector's input"
+    shards = [_Shard(it, its.node.group, i) for i, it in enumerate(its)]
+    for shard in shards:
+        ctx.blocked.watch(nid, shard.index, functools.partial(_why_parked, ctx, node, shard))
+    return shards
+
+
+def _why_parked(ctx: _Context, node: g.Node, shard: _Shard) -> str | None:
+    if shard.parked_at is None or shard.askable(ctx):
+        return None
     who = f"{shard.group.name}[{shard.index}]" if shard.group else f"shard {shard.index}"
     return (f"{node.describe()}: {who} answered NOT_READY and has been sent no call or "
             "broadcast since")
 
 
-def _shards(ctx: _Context, node: g.Node, its: Streams) -> list[_Shard]:
-    assert isinstance(its, _Shards), "compile fuses every collector's input"
-    return [_Shard(it, its.node.group, i) for i, it in enumerate(its)]
-
-
 def _barrier(ctx: _Context, node: g.Barrier, nid: int, ins: list[Streams]) -> Streams:
-    shards = _shards(ctx, node, ins[0])
+    shards = _shards(ctx, nid, node, ins[0])
 
     def rounds() -> Iterator[Any]:
         live = list(range(len(shards)))
@@ -187,10 +196,8 @@ def _barrier(ctx: _Context, node: g.Barrier, nid: int, ins: list[Streams]) -> St
                         raise x
                     if x is NOT_READY:
                         shard.parked_at = seq
-                        ctx.blocked.note(nid, i, _why_parked(node, shard))
                     else:
                         shard.parked_at = None
-                        ctx.blocked.clear(nid, i)
                         got[i] = x
                 if len(got) < len(live):
                     yield NOT_READY
@@ -203,7 +210,7 @@ def _barrier(ctx: _Context, node: g.Barrier, nid: int, ins: list[Streams]) -> St
 
 
 def _gather(ctx: _Context, node: g.Gather, nid: int, ins: list[Streams]) -> Streams:
-    shards = _shards(ctx, node, ins[0])
+    shards = _shards(ctx, nid, node, ins[0])
     group = shards[0].group if shards else None
     k = node.max_in_flight
 
@@ -234,10 +241,8 @@ def _gather(ctx: _Context, node: g.Gather, nid: int, ins: list[Streams]) -> Stre
             if result is NOT_READY:  # ask again only once the actor has been sent something
                 missing[i] += 1
                 shards[i].parked_at = seq
-                ctx.blocked.note(nid, i, _why_parked(node, shards[i]))
                 continue
             shards[i].parked_at = None
-            ctx.blocked.clear(nid, i)
             missing[i] += 1  # the next request is performed before the item goes downstream
             if not ended[i]:
                 missing[i] -= 1
@@ -264,7 +269,7 @@ def _broadcast(ctx: _Context, node: g.Broadcast, nid: int, ins: list[Streams]) -
                         raise operator_error(node, e) from e
             yield x
 
-    return [effects(ins[0][0])]
+    return [fed(effects(ins[0][0]), ins[0][0])]
 
 
 def _call(ctx: _Context, node: g.Call, nid: int, ins: list[Streams]) -> Streams:
@@ -293,7 +298,7 @@ def _call(ctx: _Context, node: g.Call, nid: int, ins: list[Streams]) -> Streams:
             else:
                 yield NOT_READY
 
-    return [calls(ins[0][0])]
+    return [fed(calls(ins[0][0]), ins[0][0])]
 
 
 def _perform(ctx: _Context, nid: int, node: g.Call, targets: list[Any], x: Any,
@@ -314,23 +319,22 @@ def _perform(ctx: _Context, nid: int, node: g.Call, targets: list[Any], x: Any,
 def _zip(ctx: _Context, node: g.Zip, nid: int, ins: list[Streams]) -> Streams:
     def lockstep(its: list[Iterator[Any]]) -> Iterator[Any]:
         row: list[Any] = []
-        try:
-            while True:
-                x = next(its[len(row)], END)
-                if x is END:
-                    return
-                if x is NOT_READY:
-                    yield x  # the row so far waits for this input
-                    continue
-                row.append(x)
-                if len(row) == len(its):
-                    yield tuple(row)
-                    row = []
-        finally:
-            for it in its:
-                close(it)
+        while True:
+            x = next(its[len(row)], END)
+            if x is END:
+                for it in its:  # done with every input: split branches stop waiting for it
+                    close(it)
+                return
+            if x is NOT_READY:
+                yield x  # the row so far waits for this input
+                continue
+            row.append(x)
+            if len(row) == len(its):
+                yield tuple(row)
+                row = []
 
-    return [lockstep([s[0] for s in ins])]
+    its = [s[0] for s in ins]
+    return [fed(lockstep(its), *its)]
 
 
 def _union(ctx: _Context, node: g.Union, nid: int, ins: list[Streams]) -> Streams:
@@ -361,7 +365,7 @@ def _union(ctx: _Context, node: g.Union, nid: int, ins: list[Streams]) -> Stream
             elif node.emits(i):
                 yield x
 
-    return [round_robin() if node.mode == "round_robin" else as_ready()]
+    return [fed(round_robin() if node.mode == "round_robin" else as_ready(), *its)]
 
 
 def _split(ctx: _Context, node: g.Split, nid: int, ins: list[Streams]) -> Tee:
@@ -374,29 +378,38 @@ class _Split(Tee):
     def __init__(self, ctx: _Context, node: g.Split, nid: int, source: Iterator[Any]) -> None:
         super().__init__(node.n, node.max_lag)
         self.ctx, self.node, self.nid, self.source = ctx, node, nid, source
-
-    def branch(self, i: int) -> Iterator[Any]:
-        pull = self.pull
-        blocked = self.ctx.blocked
-        try:
-            while (x := self.next(i, pull)) is not END:
-                if x is NOT_READY and self.lagging(i):
-                    blocked.note(self.nid, i, self.why(self.node, i))
-                else:
-                    blocked.clear(self.nid, i)
-                yield x
-        finally:
-            blocked.clear(self.nid, i)
-            if self.close(i):
-                close(self.source)
+        for i in range(node.n):
+            ctx.blocked.watch(nid, i, functools.partial(self.why, node, i))
 
     def pull(self) -> Any:
         return next(self.source, END)
 
 
+class _Branch:
+    """Output ``i`` of a split: an iterator whose ``close`` releases the branch, run or not."""
+
+    def __init__(self, split: _Split, i: int) -> None:
+        self.split, self.i = split, i
+
+    def __iter__(self) -> _Branch:
+        return self
+
+    def __next__(self) -> Any:
+        split, i = self.split, self.i
+        x = split.next(i, split.pull)
+        if x is END:
+            raise StopIteration
+        return x
+
+    def close(self) -> None:
+        split = self.split
+        if split.close(self.i):
+            close(split.source)
+
+
 def _branch(ctx: _Context, node: g.Branch, nid: int, ins: list[Any]) -> Streams:
     (tee,) = ins
-    return [tee.branch(node.index)]
+    return [_Branch(tee, node.index)]
 
 
 _TABLE: dict[type[g.Node], Lowerer[_Context, Any]] = {

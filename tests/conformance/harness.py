@@ -38,6 +38,25 @@ def output_and_replay(plan: rxrl.Plan[T], backend: str, seed: int = 0) -> tuple[
     return out, list(rxrl.run(plan, "reference", schedule=trace))
 
 
+def outcome(run: rxrl.Run[T]) -> tuple[list[T], str | None]:
+    """Every item of ``run`` and the type of the error that ended it, if one did."""
+    out: list[T] = []
+    with run:
+        try:
+            out.extend(run)
+        except rxrl.RxrlError as e:  # a generated plan may deadlock (a split's max_lag)
+            return out, type(e).__name__
+    return out, None
+
+
+def outcome_and_replay(plan: rxrl.Plan[T], backend: str, seed: int = 0
+                       ) -> tuple[tuple[list[T], str | None], tuple[list[T], str | None]]:
+    """``outcome`` of a run on ``backend`` and of the reference replaying its trace."""
+    first = run_on(plan, backend, seed)
+    result = outcome(first)
+    return result, outcome(rxrl.run(plan, "reference", schedule=first.trace))
+
+
 def is_merge(out: list[Any], inputs: list[list[Any]]) -> bool:
     """True if ``out`` interleaves ``inputs``, each exactly once and in its own order."""
     positions = [0] * len(inputs)
@@ -103,6 +122,34 @@ class Journal:
         """Record a broadcast."""
         self.sets_seen += 1
         self.weights = w
+
+
+class Gate:
+    """A replay-like actor: ``next`` answers NOT_READY until ``feed`` has given it credit.
+
+    Its readiness changes only through the calls it is sent, as readiness must.
+    """
+
+    def __init__(self, start: int = 0) -> None:
+        self.credit = 0
+        self.value = start
+        self.log: list[str] = []
+
+    def feed(self, x: int) -> int:
+        """Give one item of credit; returns ``x``."""
+        self.credit += 1
+        self.log.append(f"feed {x}")
+        return x
+
+    def next(self) -> int | rxrl.NotReady:
+        """The next value if there is credit, else NOT_READY."""
+        if self.credit == 0:
+            self.log.append("not ready")
+            return rxrl.NOT_READY
+        self.credit -= 1
+        self.value += 1
+        self.log.append(f"next {self.value}")
+        return self.value
 
 
 class Adder:
@@ -197,14 +244,41 @@ def shard_plans(draw: st.DrawFn) -> rxrl.Plan[int]:
 
 
 @st.composite
+def gated_plans(draw: st.DrawFn) -> rxrl.Plan[int]:
+    """A not-ready source: a Gate answers NOT_READY until a feeding flow, run beside it in a
+    concurrently (either mode), has given it credit; it yields as many items as it is fed."""
+    n = draw(st.integers(0, 5))
+    gate = rxrl.actors(Gate, 1, start=draw(ints))
+    gated = rxrl.from_actors(gate, Gate.next) | ops.take(n)
+    gated_plan = (gated | ops.gather(draw(st.integers(1, 2))) if draw(st.booleans())
+                  else gated | ops.barrier() | ops.map(sum))
+    feeder = rxrl.from_iterable(range(n)) | ops.call(gate, Gate.feed)
+    mode: Literal["round_robin", "async"] = draw(st.sampled_from(["round_robin", "async"]))
+    weights = [draw(st.sampled_from([1, 2, 0.5, 2.5])) for _ in range(2)] if mode == "round_robin" else None
+    return ops.concurrently(gated_plan, feeder, mode=mode, weights=weights, emit=[0])
+
+
+@st.composite
 def plans(draw: st.DrawFn, depth: int = 2) -> rxrl.Plan[int]:
     """Random plans over ints built from every operator (the conformance suite's generator)."""
-    kinds = ["iterable", "shards"] + (["zip", "union", "concurrently"] if depth > 0 else [])
+    kinds = ["iterable", "shards", "gated"] + (
+        ["zip", "union", "concurrently", "split"] if depth > 0 else [])
     kind = draw(st.sampled_from(kinds))
     if kind == "iterable":
         plan: rxrl.Plan[int] = rxrl.from_iterable(draw(st.lists(ints, max_size=8)))
     elif kind == "shards":
         plan = draw(shard_plans())
+    elif kind == "gated":
+        plan = draw(gated_plans())
+    elif kind == "split":
+        n = draw(st.integers(2, 3))
+        branches = ops.split(draw(plans(depth - 1)), n, max_lag=draw(st.integers(1, 4)))
+        inputs = [_apply(b, draw(local_ops())) for b in branches]
+        combine = draw(st.sampled_from(["zip", "round_robin", "async"]))
+        if combine == "zip":
+            plan = ops.zip(*inputs) | ops.map(sum)
+        else:
+            plan = ops.union(*inputs, mode="async" if combine == "async" else "round_robin")
     elif kind == "zip":
         plan = ops.zip(draw(plans(depth - 1)), draw(plans(depth - 1))) | ops.map(sum)
     else:
@@ -219,5 +293,6 @@ def plans(draw: st.DrawFn, depth: int = 2) -> rxrl.Plan[int]:
             plan = ops.concurrently(*inputs, mode=mode, emit=emit, weights=weights)
     plan = _apply(plan, draw(local_ops()))
     if draw(st.integers(0, 4)) == 0:
-        plan = plan | ops.call(rxrl.actors(Adder, 1), Adder.add)
+        plan = plan | ops.call(rxrl.actors(Adder, draw(st.integers(1, 2))), Adder.add,
+                               max_in_flight=draw(st.integers(1, 3)))
     return plan

@@ -7,6 +7,7 @@ polling. A collector whose every shard waits so, with nothing in flight, is not 
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from typing import Any
 
@@ -25,10 +26,16 @@ def why_parked(node: g.Node, shard: Shard) -> str:
 class _Collector(Stream):
     def __init__(self, rt: Runtime, nid: int, node: g.Node, shards: list[Shard]) -> None:
         self._rt, self._nid, self._node, self._shards = rt, nid, node, shards
-        for shard in shards:
-            shard.reader = node
         #: per shard: the effect count at which it answered NOT_READY (None: not parked)
         self._parked_at: list[int | None] = [None] * len(shards)
+        for i, shard in enumerate(shards):
+            shard.reader = node
+            rt.blocked.watch(nid, i, functools.partial(self._why, i))
+
+    def _why(self, i: int) -> str | None:
+        if self._parked_at[i] is None or self._askable(i):
+            return None
+        return why_parked(self._node, self._shards[i])
 
     def _ask(self, i: int) -> Request:
         shard = self._shards[i]
@@ -43,12 +50,9 @@ class _Collector(Stream):
 
     def _park(self, i: int, request: Request) -> None:
         self._parked_at[i] = request.effects_at
-        self._rt.blocked.note(self._nid, i, why_parked(self._node, self._shards[i]))
 
     def _unpark(self, i: int) -> None:
-        if self._parked_at[i] is not None:
-            self._parked_at[i] = None
-            self._rt.blocked.clear(self._nid, i)
+        self._parked_at[i] = None
 
     def _where(self, live: list[int]) -> str:
         return ", ".join(self._shards[i].where for i in live)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from rxrl import graph as g
@@ -136,6 +137,8 @@ class Split(Tee):
         super().__init__(node.n, node.max_lag)
         self.rt, self.nid, self.node, self.source = rt, nid, node, source
         self.wanted = [False] * node.n
+        for i in range(node.n):
+            rt.blocked.watch(nid, i, functools.partial(self.why, node, i))
 
     def want(self, i: int) -> None:
         """Branch ``i``'s consumer reads values: so does the source's, for that branch."""
@@ -150,13 +153,8 @@ class Branch(Stream):
         self._split, self._i = split, index
 
     def pull(self) -> Any:
-        split, i = self._split, self._i
-        x = split.next(i, split.source.pull)
-        if x is NOT_READY and split.lagging(i):
-            split.rt.blocked.note(split.nid, i, split.why(split.node, i))
-        else:
-            split.rt.blocked.clear(split.nid, i)
-        return x
+        split = self._split
+        return split.next(self._i, split.source.pull)
 
     def ready(self) -> bool:
         split, i = self._split, self._i
@@ -173,6 +171,5 @@ class Branch(Stream):
 
     def cancel(self) -> None:
         split = self._split
-        split.rt.blocked.clear(split.nid, self._i)
         if split.close(self._i):
             split.source.cancel()

@@ -38,3 +38,13 @@ bad_call = rxrl.from_iterable(["s"]) | ops.call(good, lambda w, x: w.sample() + 
 
 # a driver segment cannot run inside shards
 bad_segment = shards | (ops.map(len) | ops.broadcast(good, lambda w, n: None))  # E: No overload variant of "__or__" of "Shards"
+
+# split takes a driver Plan, not Shards
+bad_split = ops.split(shards, 2)  # E: No overload variant of "split" matches argument types "Shards[list[float]]", "int"
+
+# a split branch is typed as its source
+left, right = ops.split(rxrl.from_iterable([1]), 2)
+bad_branch = right | ops.map(lambda s: s.upper())  # E: "int" has no attribute "upper"
+
+# a pipelined call is typed like call
+bad_pipelined = rxrl.from_iterable(["s"]) | ops.call(good, lambda w, x: w.sample() + x, max_in_flight=2)  # E: No overload variant of "__add__" of "list" matches argument type "str"

@@ -75,3 +75,31 @@ assert_type(segment, rxrl.LocalOp[Sized, float])
 assert_type(shards | segment, rxrl.Shards[float])
 driver_segment = ops.map(concat) | ops.call(learner, Learner.train)
 assert_type(rounds | driver_segment, rxrl.Plan[dict[str, float]])
+
+
+# ---- fan-out, pipelined calls, readiness (issue 10)
+class Replay:
+    def add(self, batch: list[float]) -> int:
+        return len(batch)
+
+    def sample(self) -> list[float] | rxrl.NotReady:
+        return rxrl.NOT_READY
+
+
+replay = rxrl.actors(Replay, 1)
+rollouts = rxrl.from_actors(workers, Worker.sample) | ops.gather()
+to_ppo, to_dqn = ops.split(rollouts, 2)
+assert_type(to_ppo, rxrl.Plan[list[float]])
+assert_type(to_dqn, rxrl.Plan[list[float]])
+three = ops.split(rollouts, 3, max_lag=4)
+assert_type(three, tuple[rxrl.Plan[list[float]], rxrl.Plan[list[float]], rxrl.Plan[list[float]]])
+many = ops.split(rollouts, 5)
+assert_type(many, tuple[rxrl.Plan[list[float]], ...])
+replayed = rxrl.from_actors(replay, Replay.sample)  # NotReady is not part of the item type
+assert_type(replayed, rxrl.Shards[list[float]])
+pipelined = (replayed | ops.gather()) | ops.call(learner, Learner.train, max_in_flight=2)
+assert_type(pipelined, rxrl.Plan[dict[str, float]])
+stored = to_dqn | ops.call(replay, Replay.add)
+sizes = pipelined | ops.map(len)
+mixed = ops.concurrently(stored, sizes, weights=[1, 2.5])  # training intensity 2.5
+assert_type(mixed, rxrl.Plan[int])

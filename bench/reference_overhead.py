@@ -1,8 +1,11 @@
 """Per-item cost of each operator in the reference interpreter, against a bare generator.
 
-Prints µs per item and the ratio to a plain Python loop doing the same work. Run:
-``python bench/reference_overhead.py [--items N]``. Timings vary with machine load: compare
-the ratios printed side by side in one run, not absolute numbers across runs.
+Prints µs per item and the ratio to a plain Python loop doing the same work, then the
+per-item cost of ``split`` itself: a split into n branches merged by a round-robin union,
+minus the same union over n separate sources of the same items (what a split replaces), per
+item of the source (target: <= 1 µs). Run: ``python bench/reference_overhead.py [--items N]``.
+Timings vary with machine load: compare the figures printed side by side in one run, not
+absolute numbers across runs.
 """
 
 from __future__ import annotations
@@ -54,6 +57,14 @@ def main() -> None:
     for name, plan in cases.items():
         t = best_of(lambda plan=plan: list(rxrl.run(plan)))  # type: ignore[misc]
         print(f"{name:<20} {t / n * 1e6:>9.3f} {t / baseline:>11.1f}")
+    print(f"\nsplit, per item of the source ({n} items):")
+    print(f"{'branches':<9} {'split + union µs':>17} {'n sources + union µs':>21} {'split µs/item':>14}")
+    for branches in (2, 4):
+        split = ops.union(*ops.split(rxrl.from_iterable(xs), branches))
+        apart = ops.union(*(rxrl.from_iterable(xs) for _ in range(branches)))
+        ts = best_of(lambda plan=split: list(rxrl.run(plan)))  # type: ignore[misc]
+        ta = best_of(lambda plan=apart: list(rxrl.run(plan)))  # type: ignore[misc]
+        print(f"{branches:<9} {ts / n * 1e6:>17.3f} {ta / n * 1e6:>21.3f} {(ts - ta) / n * 1e6:>14.3f}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ the reference interpreter and the concurrent backends agree by construction.
 from __future__ import annotations
 
 import math
+import sys
 from collections import deque
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -39,14 +40,17 @@ class Tee:
     buffering and no longer holds the others back.
     """
 
-    __slots__ = ("buffers", "ended", "max_lag", "open", "taken")
+    __slots__ = ("_others", "buffers", "ended", "max_lag", "open", "taken")
 
     def __init__(self, n: int, max_lag: int) -> None:
         self.buffers: list[deque[Any]] = [deque() for _ in range(n)]
+        #: items taken per branch; a closed branch counts as infinitely far ahead
         self.taken = [0] * n
         self.open = [True] * n
         self.max_lag = max_lag
         self.ended = False
+        #: per branch, the buffers of the other open branches (what a new item goes into)
+        self._others = [[b for j, b in enumerate(self.buffers) if j != i] for i in range(n)]
 
     def next(self, i: int, pull: Callable[[], Any]) -> Any:
         """Branch ``i``'s next item, ``END`` or ``NOT_READY``."""
@@ -59,29 +63,27 @@ class Tee:
             return x
         if self.ended:
             return END
-        if self.lag(i) >= self.max_lag:
+        taken = self.taken
+        if taken[i] - min(taken) >= self.max_lag:
             return NOT_READY
         try:
             x = pull()
         except BaseException as e:
             self.ended = True
-            self._buffer(i, _Raised(e))
+            for other in self._others[i]:
+                other.append(_Raised(e))
             raise
         if x is END:
             self.ended = True
         elif x is not NOT_READY:
-            self._buffer(i, x)
-            self.taken[i] += 1
+            for other in self._others[i]:
+                other.append(x)
+            taken[i] += 1
         return x
-
-    def _buffer(self, i: int, x: Any) -> None:
-        for j, buffer in enumerate(self.buffers):
-            if j != i and self.open[j]:
-                buffer.append(x)
 
     def lag(self, i: int) -> int:
         """How many items branch ``i`` is ahead of the slowest open branch."""
-        return self.taken[i] - min(t for t, o in zip(self.taken, self.open, strict=True) if o)
+        return self.taken[i] - min(self.taken)
 
     def lagging(self, i: int) -> bool:
         """Whether branch ``i`` must wait for the slowest branch before it can take a new item."""
@@ -89,13 +91,18 @@ class Tee:
 
     def slowest(self) -> int:
         """The open branch furthest behind."""
-        return min((t, j) for j, (t, o) in enumerate(zip(self.taken, self.open, strict=True)) if o)[1]
+        return self.taken.index(min(self.taken))
 
     def close(self, i: int) -> bool:
         """Branch ``i`` is done; True once every branch is (the source may stop)."""
         if self.open[i]:
             self.open[i] = False
-            self.buffers[i].clear()
+            closed = self.buffers[i]
+            closed.clear()
+            self.taken[i] = sys.maxsize
+            for others in self._others:
+                if any(b is closed for b in others):
+                    others[:] = [b for b in others if b is not closed]
         return not any(self.open)
 
     def why(self, node: g.Split, i: int) -> str | None:
@@ -119,14 +126,18 @@ class Turns:
     a real weight (RL's training intensity, 2.5) gives turns of 2 and 3 items whose counts
     keep the exact ratio. Only items taken count: an input that is not ready passes the
     union on to the next input *without* ending its turn, and continues it when the union
-    comes back (no catch-up burst, no lost turn).
+    comes back (no catch-up burst, no lost turn). Weights are exact fractions over one
+    common denominator, so the arithmetic is on integers.
     """
 
-    __slots__ = ("at", "credit", "left", "live", "weights")
+    __slots__ = ("at", "credit", "left", "live", "scale", "units")
 
     def __init__(self, weights: Sequence[float]) -> None:
-        self.weights = exact_weights(weights)
-        self.credit = [Fraction(0)] * len(weights)
+        exact = exact_weights(weights)
+        self.scale = math.lcm(*(w.denominator for w in exact))
+        #: each weight in units of 1/scale, and each input's credit in the same units
+        self.units = [int(w * self.scale) for w in exact]
+        self.credit = [0] * len(weights)
         self.live = list(range(len(weights)))
         self.at = 0
         #: items left in each input's current turn (None: its turn has not started)
@@ -136,11 +147,11 @@ class Turns:
         """The input whose turn it is (starting its turn if needed)."""
         while True:
             i = self.live[self.at]
-            if self.left[i] is None:
-                quota = math.floor(self.credit[i] + self.weights[i])
-                self.credit[i] += self.weights[i] - quota
-                self.left[i] = quota
-            if self.left[i]:
+            left = self.left[i]
+            if left is None:
+                left, self.credit[i] = divmod(self.credit[i] + self.units[i], self.scale)
+                self.left[i] = left
+            if left:
                 return i
             self.left[i] = None  # a turn of 0 items (a weight below 1): pass it on
             self.at = (self.at + 1) % len(self.live)

@@ -120,6 +120,7 @@ class Gather(_Collector):
         self._missing = [node.max_in_flight] * len(shards)  # to submit once askable
         self._ended = [False] * len(shards)
         self._failed = False
+        self._last = -1
 
     def _submit(self) -> None:
         for i in range(len(self._shards)):
@@ -139,13 +140,14 @@ class Gather(_Collector):
             heads = self._heads()
             if not heads:
                 return END if all(self._ended) else NOT_READY
-            rt.poll(heads)
             done = [i for i, q in enumerate(queues) if q and q[0].done()]
-            if not done:
-                live = [i for i, q in enumerate(queues) if q]
-                rt.wait_any(heads, self._node, self._where(live))
+            if not done:  # wait for one, looking in rotation after the shard taken last
+                live = sorted((i for i, q in enumerate(queues) if q),
+                              key=lambda i: (i <= self._last, i))
+                rt.wait_any([queues[i][0] for i in live], self._node, self._where(live))
                 continue
             i = min(done, key=lambda j: queues[j][0].stamp)
+            self._last = i
             rt.report.choice(self._nid, self._node, i, done)
             request = queues[i].popleft()
             try:

@@ -75,11 +75,8 @@ class Call(Stream):
                 calls.append(self._submit(x))
         if not calls:
             return END if self._ended else NOT_READY
-        head = calls[0]
-        if not head.done():
-            self._rt.wait_any([head], self._node, f"the actor it called ({self._node.group!r})")
-        calls.popleft()
-        return head.outcome()
+        head = calls.popleft()
+        return self._rt.result(head, self._node, f"the actor it called ({self._node.group!r})")
 
     def ready(self) -> bool:
         calls = self._calls

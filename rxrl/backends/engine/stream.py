@@ -130,6 +130,12 @@ class Runtime(abc.ABC):
     def wait_any(self, requests: Sequence[Request], node: g.Node, where: str) -> None:
         """Return once one of ``requests`` is done; raise at the run's deadline."""
 
+    def result(self, request: Request, node: g.Node, where: str) -> Any:
+        """``request``'s outcome, waiting for it first (a runtime may do both in one step)."""
+        if not request.done():
+            self.wait_any([request], node, where)
+        return request.outcome()
+
     def wait_all(self, requests: Sequence[Request], node: g.Node, where: str) -> None:
         """Return once all of ``requests`` are done."""
         for r in requests:

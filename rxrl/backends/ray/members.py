@@ -135,6 +135,7 @@ class RayRequest(Request):
             except RayError as e:
                 raise ActorError(f"{self.target.where} failed while running "
                                  f"{self.node.describe()}: {e}") from e
+            self._seen()
             if self.p.both:
                 self.p.local = status
                 status = status[0]

@@ -259,6 +259,7 @@ class RayRuntime(Runtime):
         todo = [r for r in requests if isinstance(r, RayRequest)]
         if any(r.done() for r in todo) or len(todo) < len(requests):
             return
+        # one ray.wait, which returns at once if one is done already: the first in list order
         ready, _ = ray.wait([r.ref() for r in todo], num_returns=1,
                             timeout=self.options.timeout_s)
         if not ready:
@@ -266,6 +267,9 @@ class RayRuntime(Runtime):
         for r in todo:
             if r.ref() in ready:
                 r.mark()
+
+    def result(self, request: Request, node: g.Node, where: str) -> Any:
+        return request.outcome()  # a ray.get with the run's deadline: one call, not two
 
     def wait_all(self, requests: Sequence[Request], node: g.Node, where: str) -> None:
         todo = [r for r in requests if isinstance(r, RayRequest) and not r.done()]

@@ -2,9 +2,10 @@
 
 An actor source whose function returns ``rxrl.NOT_READY`` says it has nothing to give *now*
 (a replay buffer below ``learning_starts``); the operators downstream never see the value:
-``union`` and ``concurrently`` skip that input and come back to it, a ``gather`` asks that
-shard again only after the actor has received another call, and a run in which nothing can
-move fails with a clear error instead of hanging. See docs/semantics.md, "Readiness".
+``union`` and ``concurrently`` skip that input and come back to it, a ``gather`` or
+``barrier`` asks that shard again only once its actor has been sent a call or a broadcast (no
+polling), and a run in which nothing can move raises ``DeadlockError`` instead of hanging.
+See docs/semantics.md, "Readiness".
 
 >>> import rxrl
 >>> from rxrl import ops

@@ -52,7 +52,11 @@ def check_machine(config: RolloutSettings, cores: int | None = None,
 
 def iteration_steps(config: RolloutSettings) -> int:
     """Env steps one training iteration samples at least: whole barrier rounds up to the
-    train batch (PPO, A2C), or one worker's fragment (A3C, which updates per fragment)."""
+    train batch (PPO, A2C), whole fragments up to it (IMPALA, APPO: ``batch_rows``), or one
+    worker's fragment (A3C, which updates per fragment)."""
+    rows = getattr(config, "batch_rows", None)
+    if isinstance(rows, int):
+        return rows
     batch = getattr(config, "train_batch_size", None)
     if isinstance(batch, int):
         return math.ceil(batch / config.round_size) * config.round_size

@@ -102,14 +102,18 @@ def training_plan(algo: Algorithm, config: RolloutSettings, start: Start | None,
     """The algorithm's plan plus checkpointing: the plan ``rxrl train`` runs (and replays).
 
     The clock's ``every`` and ``final`` count env steps of this run (not of the runs it
-    resumes). ``worker_restarts`` is the rollout workers' restart policy
+    resumes). With ``algo.records_in_flight > 1`` a snapshot is taken when the learner gets to
+    it, after the batches queued before it: a checkpoint of an asynchronous run may hold a
+    few updates more than its record counts. ``worker_restarts`` is the rollout workers' restart policy
     (``ActorGroup.with_restarts``; distributed backends only).
     """
     actors = algo.groups(config, start)
     if worker_restarts:
         actors = attrs.evolve(actors, workers=actors.workers.with_restarts(worker_restarts))
     plan = algo.plan(config, actors)
-    return plan | ops.map(clock.mark) | ops.call(actors.learner, snapshot_if_due)
+    # an asynchronous learner has batches queued: its snapshots are pipelined behind them
+    return (plan | ops.map(clock.mark)
+            | ops.call(actors.learner, snapshot_if_due, max_in_flight=algo.records_in_flight))
 
 
 # ----------------------------------------------------------------------------- checkpoints

@@ -57,7 +57,7 @@ WORKER_RESTARTS = 3
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rxrl train``."""
-    p.add_argument("algo", help="algorithm: ppo | a2c | a3c")
+    p.add_argument("algo", help="algorithm: ppo | a2c | a3c | impala | appo")
     p.add_argument("--env", help="gymnasium env id, or module:Env-v0 to import module first "
                                  "(default: the algorithm's, CartPole-v1)")
     p.add_argument("--backend", default="ray", help="ray (default; starts a local Ray) | rx | reference")

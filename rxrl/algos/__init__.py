@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from rxrl.algos import a2c, a3c, ppo
+from rxrl.algos import a2c, a3c, appo, impala, ppo
 from rxrl.algos.common import Groups, RolloutSettings, Start
 from rxrl.plan import Plan
 from rxrl.rl import Metrics
@@ -25,7 +25,11 @@ class Algorithm:
 
     ``plan(config, groups)`` builds the plan on the actors ``groups(config, start)`` made
     (``plan(config)`` makes them itself). ``default_steps`` is ``rxrl train``'s default
-    budget; ``tuned`` maps env ids to settings that learn faster there.
+    budget; ``tuned`` maps env ids to settings that learn faster there. ``records_in_flight``
+    is how many records ``rxrl train``'s checkpoint step may have at the learner at once:
+    1 for the synchronous algorithms (each record's snapshot before the next update);
+    more for those whose learner keeps training meanwhile, so that the driver never waits
+    for a snapshot behind the queued batches.
     """
 
     name: str
@@ -35,6 +39,7 @@ class Algorithm:
     default_steps: int
     tuned: Mapping[str, Mapping[str, Any]]
     summary: str
+    records_in_flight: int = 1
 
     def build(self, config: RolloutSettings, start: Start | None = None) -> tuple[Plan[Metrics], Groups[Any]]:
         """The plan and its actors, so that a caller can add operators naming the learner."""
@@ -49,6 +54,12 @@ ALGORITHMS: Mapping[str, Algorithm] = {
                      "advantage actor-critic, synchronous"),
     "a3c": Algorithm("a3c", a3c.A3C, a3c.plan, a3c.groups, 200_000, a3c.TUNED,
                      "advantage actor-critic, asynchronous gradients"),
+    "impala": Algorithm("impala", impala.IMPALA, impala.plan, impala.groups, 300_000, impala.TUNED,
+                        "importance-weighted actor-learner (V-trace), asynchronous sampling",
+                        records_in_flight=4),
+    "appo": Algorithm("appo", appo.APPO, appo.plan, appo.groups, 200_000, appo.TUNED,
+                      "asynchronous PPO (clipped surrogate on V-trace), asynchronous sampling",
+                      records_in_flight=4),
 }
 
 
@@ -60,4 +71,4 @@ def get(name: str) -> Algorithm:
         raise ValueError(f"unknown algorithm {name!r}; choose one of {sorted(ALGORITHMS)}") from None
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "a2c", "a3c", "get", "ppo"]
+__all__ = ["ALGORITHMS", "Algorithm", "a2c", "a3c", "appo", "get", "impala", "ppo"]

@@ -204,6 +204,10 @@ class Start:
         policy: Mapping[str, torch.Tensor] = self.learner_state["policy"]
         return {k: t.detach().cpu().numpy().copy() for k, t in policy.items()}
 
+    def version(self) -> int:
+        """The learner updates behind the checkpoint's weights (a worker's weights version)."""
+        return int(self.learner_state.get("num_updates", 0))
+
 
 @attrs.frozen
 class WorkerFactory:
@@ -221,18 +225,20 @@ class WorkerFactory:
                                fragment_length=s.fragment_length, seed=seed, worker_index=index,
                                gamma=s.gamma, lam=s.lam, policy=s.policy, env_kwargs=s.env_kwargs)
         if self.start is not None:
-            worker.set_weights(self.start.weights())
+            worker.set_weights(self.start.weights(), version=self.start.version())
         return worker
 
 
 @attrs.frozen
 class LearnerFactory(Generic[L]):
-    """``index -> learner``: builds ``cls(env, config, policy, seed)``, restores ``start``."""
+    """``index -> learner``: builds ``cls(env, config, policy, seed, **kwargs)``, restores
+    ``start``."""
 
     cls: Callable[..., L]
     settings: RolloutSettings
     config: Any
     start: Start | None = None
+    kwargs: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
 
     def __call__(self, index: int) -> L:
         s = self.settings
@@ -241,7 +247,7 @@ class LearnerFactory(Generic[L]):
         # only when not the CPU: a learner class without a device setting still works there
         on = {} if device == "cpu" else {"device": device}
         learner = self.cls(registered_id(s.env), self.config, s.policy, seed=s.seed,
-                           env_kwargs=s.env_kwargs, **on)
+                           env_kwargs=s.env_kwargs, **on, **self.kwargs)
         if self.start is not None:
             learner.load_state_dict(self.start.learner_state)
         return learner
@@ -261,12 +267,14 @@ class Groups(Generic[L]):
 
 
 def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config: Any,
-                start: Start | None = None) -> Groups[L]:
-    """Rollout workers and a learner for ``settings``, both starting from ``start`` if given."""
+                start: Start | None = None, **learner_kwargs: Any) -> Groups[L]:
+    """Rollout workers and a learner for ``settings``, both starting from ``start`` if given
+    (``learner_kwargs``: more keyword arguments of the learner's constructor)."""
     name = str(getattr(cls, "__name__", "Learner"))
     workers = rxrl.indexed_actors(WorkerFactory(settings, start), settings.num_workers,
                                   name="RolloutWorker")
-    learner = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start), 1, name=name)
+    learner = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start, learner_kwargs),
+                                  1, name=name)
     if device_of(settings) != "cpu":  # Ray gives an actor a GPU only if it asks for one
         learner = learner.with_options(num_gpus=1)
     return Groups(workers, learner)

@@ -4,10 +4,22 @@ plan core, so they run in-process under the reference interpreter and inside Ray
 """
 
 from rxrl.rl.batch import COLUMNS, SampleBatch, standardize
-from rxrl.rl.config import A2CConfig, DQNConfig, PolicyConfig, PPOConfig, QNetConfig, ReplayConfig
+from rxrl.rl.config import (
+    A2CConfig,
+    APPOConfig,
+    DQNConfig,
+    IMPALAConfig,
+    PolicyConfig,
+    PPOConfig,
+    QNetConfig,
+    ReplayConfig,
+    VTraceConfig,
+)
 from rxrl.rl.dqn import DQNLearner
 from rxrl.rl.env import EnvSpaces, make_vector_env
+from rxrl.rl.fragment import Fragment
 from rxrl.rl.gae import compute_gae, vtrace
+from rxrl.rl.impala import APPOLearner, IMPALALearner, VersionedWeights, VTraceLearner, VTraceMetrics
 from rxrl.rl.learner import A2CLearner, Learner, PPOLearner
 from rxrl.rl.losses import Gradients, a2c_loss, ppo_loss
 from rxrl.rl.metrics import Metrics, MetricsAccumulator, SampleMetrics, TrainMetrics
@@ -31,13 +43,18 @@ __all__ = [
     "COLUMNS",
     "A2CConfig",
     "A2CLearner",
+    "APPOConfig",
+    "APPOLearner",
     "ActorCritic",
     "CategoricalActorCritic",
     "DQNConfig",
     "DQNLearner",
     "EnvSpaces",
+    "Fragment",
     "GaussianActorCritic",
     "Gradients",
+    "IMPALAConfig",
+    "IMPALALearner",
     "Learner",
     "LinearSchedule",
     "Metrics",
@@ -58,6 +75,10 @@ __all__ = [
     "SumTree",
     "TrainMetrics",
     "TransitionBatch",
+    "VTraceConfig",
+    "VTraceLearner",
+    "VTraceMetrics",
+    "VersionedWeights",
     "Weights",
     "a2c_loss",
     "apex_epsilon",

@@ -194,6 +194,73 @@ class DQNConfig:
     q_net: QNetConfig = attrs.field(factory=QNetConfig, validator=v.instance_of(QNetConfig))
 
 
+def _clip_threshold(inst: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0.0:
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be a number > 0 (inf: no "
+                         f"clipping), got {value!r}")
+
+
+def _optional_minibatch(inst: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be None (the whole batch) or "
+                         f"an integer >= 1, got {value!r}")
+
+
+_WHOLE_BATCH: int | None = None
+_VTRACE_GRAD_CLIP: float | None = 40.0
+
+
+@attrs.frozen(kw_only=True)
+class VTraceConfig:
+    """What the V-trace learners (`IMPALALearner`, `APPOLearner`) share.
+
+    Each batch of fragments is trained for `num_epochs` passes of minibatches of
+    `minibatch_size` rows (whole sequences, so a multiple of the fragment length; None: the
+    whole batch, one optimizer step per pass). V-trace targets and advantages are computed
+    per minibatch with the learner's current critic, importance ratios clipped at
+    `rho_clip` (rho-bar, for the targets and the policy gradient) and `c_clip` (c-bar, the
+    trace); `inf` turns a clip off. Adam (`lr`, `adam_eps`), gradients clipped to a global
+    norm of `max_grad_norm`; the loss weights the value error `vf_coef * 0.5 * E[(v - vs)^2]`
+    and the entropy bonus `ent_coef`. `normalize_advantages` standardizes the policy-gradient
+    advantages per minibatch.
+    """
+
+    lr: float = attrs.field(default=5e-4, validator=v.gt(0.0))
+    adam_eps: float = attrs.field(default=1e-7, validator=v.gt(0.0))
+    vf_coef: float = attrs.field(default=0.5, validator=_nonneg)
+    ent_coef: float = attrs.field(default=0.01, validator=_nonneg)
+    max_grad_norm: float | None = attrs.field(default=_VTRACE_GRAD_CLIP, validator=_optional_positive)
+    rho_clip: float = attrs.field(default=1.0, validator=_clip_threshold)
+    c_clip: float = attrs.field(default=1.0, validator=_clip_threshold)
+    normalize_advantages: bool = False
+    num_epochs: int = attrs.field(default=1, validator=_int_at_least(1))
+    minibatch_size: int | None = attrs.field(default=_WHOLE_BATCH, validator=_optional_minibatch)
+
+
+@attrs.frozen(kw_only=True)
+class IMPALAConfig(VTraceConfig):
+    """IMPALA's V-trace actor-critic (Espeholt et al., 2018): the policy gradient
+    `-E[logp * A_vtrace]` with the current policy as V-trace's target policy (see
+    `VTraceConfig` for the shared settings)."""
+
+
+@attrs.frozen(kw_only=True)
+class APPOConfig(VTraceConfig):
+    """APPO: PPO's clipped surrogate on V-trace advantages (RLlib's APPO).
+
+    A *target network* (a copy of the policy, moved to `tau * online + (1 - tau) * target`
+    every `target_update_interval` optimizer steps) stands in for the old policy: V-trace's
+    target policy is the target network, and the surrogate ratio
+    `clip(pi_target / mu, 0, 2) * pi / mu` (mu: the behaviour policy) is clipped to
+    `1 +- clip_coef`. `kl_coef > 0` adds a penalty `kl_coef * KL(pi_target || pi)`.
+    """
+
+    clip_coef: float = attrs.field(default=0.4, validator=v.gt(0.0))
+    target_update_interval: int = attrs.field(default=2, validator=_int_at_least(1))
+    tau: float = attrs.field(default=1.0, validator=_tau)
+    kl_coef: float = attrs.field(default=0.0, validator=_nonneg)
+
+
 def check_discount(gamma: float, lam: float) -> None:
     """Raise ValueError unless 0 <= gamma <= 1 and 0 <= lam <= 1."""
     for name, value in (("gamma", gamma), ("lam", lam)):
@@ -203,11 +270,14 @@ def check_discount(gamma: float, lam: float) -> None:
 
 __all__ = [
     "A2CConfig",
+    "APPOConfig",
     "Activation",
     "DQNConfig",
+    "IMPALAConfig",
     "PPOConfig",
     "PolicyConfig",
     "QNetConfig",
     "ReplayConfig",
+    "VTraceConfig",
     "check_discount",
 ]

@@ -126,6 +126,11 @@ class ActorCritic(nn.Module, ABC):
         logp, entropy = self._logp_entropy(out, actions)
         return logp, entropy, values
 
+    def log_prob_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Differentiable log-probs and entropies of `actions` given a policy head output
+        (`heads`), for losses that also need the distribution itself (a KL term)."""
+        return self._logp_entropy(out, actions)
+
     # -- numpy: the rollout path ----------------------------------------------------------
 
     def act(

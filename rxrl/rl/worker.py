@@ -14,6 +14,7 @@ from gymnasium.vector import AutoresetMode
 from rxrl.rl.batch import SampleBatch
 from rxrl.rl.config import A2CConfig, PolicyConfig, check_discount
 from rxrl.rl.env import EnvSpaces, autoreset_mode, make_vector_env
+from rxrl.rl.fragment import Fragment
 from rxrl.rl.gae import compute_gae
 from rxrl.rl.losses import Gradients, a2c_gradients
 from rxrl.rl.policy import ActorCritic, Weights, make_policy
@@ -77,6 +78,8 @@ class RolloutWorker:
         env_seed, sampling_seed = np.random.SeedSequence([seed, worker_index]).generate_state(2)
         self.policy.seed_sampling(int(sampling_seed))
         self._obs, _ = self.env.reset(seed=int(env_seed))
+        #: learner updates behind the current weights (0: the seed's initial weights)
+        self.weights_version = 0
         # NEXT_STEP: True where the previous step ended an episode, so this step resets.
         self._resetting = np.zeros(num_envs, dtype=np.bool_)
         self._episode_return = np.zeros(num_envs, dtype=np.float64)
@@ -92,6 +95,23 @@ class RolloutWorker:
 
     def sample(self) -> SampleBatch:
         """Step the envs for one fragment and return it (see the class docstring)."""
+        steps = self._step_fragment(final_obs=False)
+        return steps.batch(self.policy.value(self._obs), self.fragment_length, self.gamma, self.lam)
+
+    def sample_fragment(self) -> Fragment:
+        """Step the envs for one fragment and return it raw, for an off-policy learner.
+
+        The same transitions `sample` would return (behaviour log-probabilities in `logp`,
+        behaviour values in `values`), without advantages, plus the observations a learner
+        bootstraps its own values from and `weights_version` (see `Fragment`).
+        """
+        steps = self._step_fragment(final_obs=True)
+        return steps.fragment(self._obs, self.fragment_length, self.weights_version)
+
+    def _step_fragment(self, final_obs: bool) -> _Steps:
+        """Step until every env has `fragment_length` new transitions (the class docstring);
+        SAME_STEP envs record their ended episodes' final observations if `final_obs`, else
+        those observations' values."""
         steps = _Steps()
         counts = np.zeros(self.num_envs, dtype=np.int64)
         target = self.fragment_length
@@ -112,20 +132,30 @@ class RolloutWorker:
                 steps.episodes(self._episode_return[done], self._episode_length[done])
                 self._episode_return[done], self._episode_length[done] = 0.0, 0
                 if not self.next_step_reset:
-                    steps.final_values.append((len(steps.values) - 1, *self._final_values(done, infos)))
+                    ended = np.flatnonzero(done)
+                    finals = np.stack([np.asarray(infos["final_obs"][i]) for i in ended])
+                    if final_obs:
+                        steps.final_obs.append((len(steps.values) - 1, ended, finals))
+                    else:
+                        steps.final_values.append((len(steps.values) - 1, ended,
+                                                   self.policy.value(finals)))
             if self.next_step_reset:
                 self._resetting = done
             obs = next_obs
         self._obs = obs
-        return steps.batch(self.policy.value(obs), target, self.gamma, self.lam)
+        return steps
 
     def get_weights(self) -> Weights:
         """The current policy weights as numpy arrays."""
         return self.policy.get_weights()
 
-    def set_weights(self, weights: Mapping[str, npt.NDArray[np.generic]]) -> None:
-        """Load policy weights (as from a learner's `get_weights`)."""
+    def set_weights(self, weights: Mapping[str, npt.NDArray[np.generic]],
+                    version: int | None = None) -> None:
+        """Load policy weights (as from a learner's `get_weights`); `version`, if given, is
+        the learner's update count behind them (`weights_version`, stamped on fragments)."""
         self.policy.set_weights(weights)
+        if version is not None:
+            self.weights_version = version
 
     def compute_gradients(self, batch: SampleBatch, config: A2CConfig | None = None) -> Gradients:
         """A3C: the A2C loss gradients of this worker's policy on `batch`, as numpy arrays."""
@@ -140,14 +170,6 @@ class RolloutWorker:
             clipped: npt.NDArray[Any] = np.clip(actions, self._action_low, self._action_high)
             return clipped
         return actions + self._action_offset if self._action_offset else actions
-
-    def _final_values(
-        self, done: npt.NDArray[np.bool_], infos: dict[str, Any]
-    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
-        """SAME_STEP: the value of each ended episode's final observation (`info["final_obs"]`)."""
-        ended = np.flatnonzero(done)
-        final_obs = np.stack([np.asarray(infos["final_obs"][i]) for i in ended])
-        return ended, self.policy.value(final_obs)
 
 
 class _Steps:
@@ -164,8 +186,10 @@ class _Steps:
         self.valid: list[npt.NDArray[np.bool_]] = []
         self.returns: list[npt.NDArray[np.float64]] = []
         self.lengths: list[npt.NDArray[np.int64]] = []
-        # SAME_STEP only: (step, env indices, values of their final observations).
+        # SAME_STEP only: (step, env indices, values of their final observations) for
+        # `batch`, or the observations themselves for `fragment`.
         self.final_values: list[tuple[int, npt.NDArray[np.intp], npt.NDArray[np.float32]]] = []
+        self.final_obs: list[tuple[int, npt.NDArray[np.intp], npt.NDArray[Any]]] = []
 
     def add(self, *arrays: npt.NDArray[Any]) -> None:
         obs, actions, logp, values, rewards, terminated, truncated, valid = arrays
@@ -225,6 +249,46 @@ class _Steps:
             episode_lengths=np.concatenate(self.lengths or [np.zeros(0, np.int64)]),
             env_steps=int(valid.sum()),
         )
+
+
+    def fragment(self, last_obs: npt.NDArray[Any], length: int, version: int) -> Fragment:
+        """The first `length` valid transitions of every env, env-major, raw (see `Fragment`)."""
+        valid = np.stack(self.valid)
+        num_envs = valid.shape[1]
+        rows = np.stack([np.flatnonzero(valid[:, i])[:length] for i in range(num_envs)])
+        cols = np.arange(num_envs)[:, None]
+        obs = np.stack(self.obs)  # [S, N, *obs_shape]
+        # the observation after each step: the next step's input (NEXT_STEP: the final one
+        # when the episode ended, since that step only resets), or a SAME_STEP final one
+        following = np.concatenate([obs[1:], np.asarray(last_obs)[None]])
+        for step, envs, finals in self.final_obs:
+            following[step, envs] = finals
+
+        def take(a: npt.NDArray[Any] | list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+            stacked: npt.NDArray[Any] = np.stack(a) if isinstance(a, list) else a
+            flat: npt.NDArray[Any] = stacked[rows, cols]
+            return flat.reshape(num_envs * length, *flat.shape[2:])
+
+        truncated = take(self.truncated)
+        ends = np.zeros_like(truncated)
+        ends[length - 1 :: length] = True
+        bootstrap = np.flatnonzero(truncated | ends)
+        zeros = np.zeros(num_envs * length, dtype=np.float32)
+        batch = SampleBatch(
+            obs=take(obs),
+            actions=take(self.actions),
+            rewards=take(self.rewards),
+            terminateds=take(self.terminated),
+            truncateds=truncated,
+            logp=take(self.logp),
+            values=take(self.values),
+            advantages=zeros,
+            value_targets=zeros,
+            episode_returns=np.concatenate(self.returns or [np.zeros(0)]).astype(np.float32),
+            episode_lengths=np.concatenate(self.lengths or [np.zeros(0, np.int64)]),
+            env_steps=int(valid.sum()),
+        )
+        return Fragment(batch, length, bootstrap, take(following)[bootstrap], version)
 
 
 __all__ = ["RolloutWorker"]

@@ -37,10 +37,14 @@ def operator_error(node: g.Node, e: Exception) -> OperatorError:
     return OperatorError(node.label, node.site, e)
 
 
+def creation_message(where: str, site: str, e: BaseException) -> str:
+    """What every backend says when the constructor of actor ``where`` raised ``e``."""
+    return f"creating actor {where} (group built at {site}) raised {type(e).__name__}: {e}"
+
+
 def creation_error(group: ActorGroup[Any], index: int, e: BaseException) -> ActorError:
     """The error of an actor constructor that raised."""
-    return ActorError(f"creating actor {group.name}[{index}] (group built at {group.site}) "
-                      f"raised {type(e).__name__}: {e}")
+    return ActorError(creation_message(f"{group.name}[{index}]", group.site, e))
 
 
 class Reporter:

@@ -21,6 +21,7 @@ from ray import cloudpickle
 
 from rxrl import graph as g
 from rxrl.actors import Tagged
+from rxrl.backends.common import creation_message
 from rxrl.backends.local import LOCAL, actor_stream
 from rxrl.errors import OperatorError, RxrlError
 from rxrl.ready import END, NOT_READY
@@ -137,9 +138,8 @@ class Host:
         try:
             self.instance = spec.make(spec.index)
         except Exception as e:
-            self.broken = Failure("actor", portable(e, self.where), message=(
-                f"creating actor {spec.where} (group built at {spec.site}) raised "
-                f"{type(e).__name__}: {e}"))
+            self.broken = Failure("actor", portable(e, self.where),
+                                  message=creation_message(spec.where, spec.site, e))
             return
         if _reconstructed():
             self.stale = True  # until the driver re-applies the latest broadcasts

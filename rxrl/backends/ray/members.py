@@ -112,6 +112,7 @@ class RayRequest(Request):
     def resend(self) -> None:
         """Submit it again (its actor was restarted); a broadcast's effect was re-applied."""
         self._done = False
+        self.stamp = 0
         if self.effect:
             self.p = Pending(None, None, self.target.epoch, local=(OK, None))
             self._seen()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
+import re
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -338,3 +342,25 @@ def _pid() -> int:
 
 def iterate(n: int) -> Iterator[int]:
     yield from range(n)
+
+
+def test_an_actor_class_the_workers_cannot_import_is_one_clear_error(tmp_path: Path) -> None:
+    """A class from a module the Ray workers do not have (put on the driver's sys.path after
+    Ray started, as on a cluster whose nodes lack it): one line naming the module and how to
+    ship it, not Ray's worker tracebacks."""
+    (tmp_path / "elsewhere_actors.py").write_text(
+        "class Echo:\n    def echo(self, x: int) -> int:\n        return x\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = importlib.import_module("elsewhere_actors")
+        group = rxrl.actors(module.Echo, 1)
+        with pytest.raises(rxrl.ActorError) as e:
+            list(rxrl.run(rxrl.from_iterable([1]) | ops.call(group, module.Echo.echo), "ray"))
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("elsewhere_actors", None)
+    message = str(e.value)
+    assert "\n" not in message
+    assert re.search(r"creating actor Echo\[0\] \(group built at .*\) failed: the Ray workers "
+                     r"cannot import module 'elsewhere_actors'", message), message
+    assert "'working_dir'" in message and "'py_modules'" in message

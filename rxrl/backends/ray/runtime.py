@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -100,6 +101,24 @@ def materialize(x: Any) -> Any:
     return x
 
 
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+
+
+def creation_failure(where: str, site: str, e: RayError) -> ActorError:
+    """The error of an actor Ray could not create: in one line if the workers could not
+    import the module its class or functions come from, with how to ship it."""
+    found = _NO_MODULE.search(str(e))
+    if found is None:
+        return ActorError(f"creating actor {where} (group built at {site}) failed: {e}")
+    module = found.group(1)
+    return ActorError(
+        f"creating actor {where} (group built at {site}) failed: the Ray workers cannot import "
+        f"module {module!r} (No module named {module!r}), which its class or functions come "
+        "from — install it on every node, or ship it: rxrl.run(..., init_options={'runtime_env': "
+        "{'working_dir': DIR}}) or {'py_modules': [DIR]} (on a Ray you started, the same in "
+        "ray.init)")
+
+
 class RayRuntime(Runtime):
     """The state of one run on the driver; the engine's operators call it."""
 
@@ -186,8 +205,7 @@ class RayRuntime(Runtime):
             try:
                 status = ray.get(ref)
             except RayError as e:
-                raise ActorError(f"creating actor {member.where} (group built at "
-                                 f"{member.state.group.site}) failed: {e}") from e
+                raise creation_failure(member.where, member.state.group.site, e) from e
             if isinstance(status, Failure):
                 raise_failure(status)
 

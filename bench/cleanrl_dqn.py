@@ -46,14 +46,14 @@ class Args:
     gamma: float = 0.99
     n_step: int = 3
     target_network_frequency: int = 100  # optimizer steps
-    batch_size: int = 64
+    batch_size: int = 128
     start_e: float = 1.0
     end_e: float = 0.05
     exploration_fraction: float = 0.1
     learning_starts: int = 1_000
     training_intensity: float = 32.0
     max_grad_norm: float = 10.0
-    hidden: tuple[int, ...] = (64, 64)
+    hidden: tuple[int, ...] = (128, 128)
 
 
 def matches_rxrl(args: Args) -> list[str]:

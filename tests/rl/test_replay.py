@@ -234,11 +234,11 @@ def test_make_replay_buffer_follows_the_config() -> None:
 
 def test_replay_config_refuses_batches_or_learning_starts_beyond_capacity() -> None:
     with pytest.raises(
-        ValueError, match=r"ReplayConfig.batch_size \(64\) must not exceed ReplayConfig.capacity \(32\)"
+        ValueError, match=r"ReplayConfig.batch_size \(128\) must not exceed ReplayConfig.capacity \(32\)"
     ):
         ReplayConfig(capacity=32, learning_starts=32)
-    with pytest.raises(ValueError, match=r"ReplayConfig.learning_starts \(100\) must not exceed"):
-        ReplayConfig(capacity=64, learning_starts=100)
+    with pytest.raises(ValueError, match=r"ReplayConfig.learning_starts \(200\) must not exceed"):
+        ReplayConfig(capacity=128, learning_starts=200)
     with pytest.raises(ValueError, match=r"'alpha' must be >= 0"):
         ReplayConfig(alpha=-1.0)
     with pytest.raises(

@@ -26,6 +26,7 @@ from rxrl import ops
 from rxrl.algos import Algorithm, get
 from rxrl.algos.common import RolloutSettings, Start
 from rxrl.algos.configs import from_dict, to_dict
+from rxrl.plan import Op
 from rxrl.rl import EnvSpaces, Learner, Metrics, make_policy
 
 CHECKPOINT = "checkpoint.pt"
@@ -111,6 +112,9 @@ def training_plan(algo: Algorithm, config: RolloutSettings, start: Start | None,
     if worker_restarts:
         actors = attrs.evolve(actors, workers=actors.workers.with_restarts(worker_restarts))
     plan = algo.plan(config, actors)
+    if algo.snapshot is not None:  # several learners: the algorithm's own checkpoint step
+        snapshot: Op[Snapshot, Snapshot] = algo.snapshot(actors)
+        return plan | ops.map(clock.mark) | snapshot
     # an asynchronous learner has batches queued: its snapshots are pipelined behind them
     return (plan | ops.map(clock.mark)
             | ops.call(actors.learner, snapshot_if_due, max_in_flight=algo.records_in_flight))

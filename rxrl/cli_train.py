@@ -103,6 +103,12 @@ def configure(args: argparse.Namespace) -> tuple[Algorithm, RolloutSettings, Che
             config = _settings(config, {"lr_decay_steps": budget(args, algo)}, "--steps")
     config = _settings(config, {k: v for k, v in flags.items() if v is not None}, "option")
     config = _settings(config, overrides, "--set")
+    if algo.check_env is not None:  # not a single-agent gymnasium env (multi-agent)
+        try:
+            algo.check_env(config, resumed.learner_state if resumed is not None else None)
+        except ValueError as e:
+            raise ValueError(f"--resume {args.resume}: {e}" if resumed is not None else str(e)) from None
+        return algo, config, resumed
     spaces = env_spaces(config, algo.name)
     if resumed is not None:
         try:

@@ -9,11 +9,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
-from rxrl.algos import a2c, a3c, appo, impala, ppo
+from rxrl.algos import a2c, a3c, appo, impala, multi_agent, ppo
 from rxrl.algos.common import Groups, RolloutSettings, Start
 from rxrl.plan import Plan
 from rxrl.rl import Metrics
@@ -40,6 +40,14 @@ class Algorithm:
     tuned: Mapping[str, Mapping[str, Any]]
     summary: str
     records_in_flight: int = 1
+    #: the algorithm's own check of its env (and of a checkpoint's learner state), for envs
+    #: that are not single-agent gymnasium ids (multi-agent); None: `env_spaces` and the
+    #: policy check of a resume
+    check_env: Callable[[Any, Mapping[str, Any] | None], object] | None = None
+    #: the checkpoint step ``rxrl train`` appends, for plans with more than one learner:
+    #: ``snapshot(groups)`` is an operator that attaches every learner's state to a due
+    #: `Snapshot`; None: ``call(groups.learner, snapshot_if_due)``
+    snapshot: Callable[[Any], Any] | None = None
 
     def build(self, config: RolloutSettings, start: Start | None = None) -> tuple[Plan[Metrics], Groups[Any]]:
         """The plan and its actors, so that a caller can add operators naming the learner."""
@@ -60,6 +68,10 @@ ALGORITHMS: Mapping[str, Algorithm] = {
     "appo": Algorithm("appo", appo.APPO, appo.plan, appo.groups, 200_000, appo.TUNED,
                       "asynchronous PPO (clipped surrogate on V-trace), asynchronous sampling",
                       records_in_flight=4),
+    "ma-ppo": Algorithm("ma-ppo", multi_agent.MultiAgentPPO, multi_agent.plan,
+                        cast(Any, multi_agent.groups), 200_000, multi_agent.TUNED,
+                        "multi-agent PPO (PettingZoo Parallel envs; independent or shared policies)",
+                        check_env=multi_agent.check),
 }
 
 
@@ -71,4 +83,4 @@ def get(name: str) -> Algorithm:
         raise ValueError(f"unknown algorithm {name!r}; choose one of {sorted(ALGORITHMS)}") from None
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "a2c", "a3c", "appo", "get", "impala", "ppo"]
+__all__ = ["ALGORITHMS", "Algorithm", "a2c", "a3c", "appo", "get", "impala", "multi_agent", "ppo"]

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import attrs
 
-from rxrl.algos import a2c, a3c, appo, impala, multi_agent, ppo
+from rxrl.algos import a2c, a3c, appo, impala, multi_agent, ppo, two_trainer
 from rxrl.algos.common import Groups, RolloutSettings, Start
 from rxrl.plan import Plan
 from rxrl.rl import Metrics
@@ -72,6 +72,10 @@ ALGORITHMS: Mapping[str, Algorithm] = {
                         cast(Any, multi_agent.groups), 200_000, multi_agent.TUNED,
                         "multi-agent PPO (PettingZoo Parallel envs; independent or shared policies)",
                         check_env=multi_agent.check),
+    "two-trainer": Algorithm("two-trainer", two_trainer.TwoTrainer, two_trainer.plan,
+                             cast(Any, two_trainer.groups), 300_000, two_trainer.TUNED,
+                             "PPO and DQN policies trained concurrently on one multi-agent stream",
+                             check_env=two_trainer.check, snapshot=two_trainer.snapshot),
 }
 
 
@@ -83,4 +87,4 @@ def get(name: str) -> Algorithm:
         raise ValueError(f"unknown algorithm {name!r}; choose one of {sorted(ALGORITHMS)}") from None
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "a2c", "a3c", "appo", "get", "impala", "multi_agent", "ppo"]
+__all__ = ["ALGORITHMS", "Algorithm", "a2c", "a3c", "appo", "get", "impala", "multi_agent", "ppo", "two_trainer"]

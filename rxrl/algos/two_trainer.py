@@ -19,7 +19,7 @@ import torch
 import rxrl
 from rxrl import ops
 from rxrl.actors import ActorGroup
-from rxrl.algos.common import Start, device_of, instance_of, int_at_least
+from rxrl.algos.common import Start, device_of, instance_of, int_at_least, optional
 from rxrl.algos.multi_agent import (
     LEARNER,
     MultiAgentSettings,
@@ -53,25 +53,44 @@ class TwoTrainer(MultiAgentSettings):
     (``dqn``: learner, n-step returns, epsilon decaying over ``dqn.exploration_fraction``
     of ``exploration_steps`` env steps, ``dqn.replay``) replays ``dqn.training_intensity``
     transitions per DQN transition stored, ``dqn_steps_per_call`` optimizer steps per learner
-    call. The DQN branch may run up to ``max_lag`` rounds ahead of the PPO branch (and PPO
-    may train on rounds sampled up to that many DQN updates earlier; PPO's own weights are
-    always current).
+    call; the epsilon clock is each worker's count of DQN-agent transitions.
+
+    One branch may run at most ``max_lag`` rounds ahead of the other (the split's bound;
+    default: the rounds of one PPO batch, the least that lets PPO's batch fill while the DQN
+    branch waits for ``learning_starts``). So PPO trains on rounds sampled at most one PPO
+    update earlier (on-policy when the PPO branch leads, one update stale when DQN does).
     """
 
-    num_envs_per_worker: int = attrs.field(default=8, validator=int_at_least(1))
-    fragment_length: int = attrs.field(default=32, validator=int_at_least(1))
+    num_envs_per_worker: int = attrs.field(default=4, validator=int_at_least(1))
+    fragment_length: int = attrs.field(default=16, validator=int_at_least(1))
     train_batch_size: int = attrs.field(default=1024, validator=int_at_least(1))
     dqn_policies: tuple[str, ...] = attrs.field(default=("cartpole_1",))
     ppo: PPOConfig = attrs.field(default=LEARNER, validator=instance_of(PPOConfig))
     dqn: DQNConfig = attrs.field(factory=DQNConfig, validator=instance_of(DQNConfig))
     dqn_steps_per_call: int = attrs.field(default=16, validator=int_at_least(1))
-    exploration_steps: int = attrs.field(default=300_000, validator=int_at_least(1))
-    max_lag: int = attrs.field(default=2, validator=int_at_least(1))
+    exploration_steps: int = attrs.field(default=100_000, validator=int_at_least(1))
+    max_lag: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
 
     def __attrs_post_init__(self) -> None:
         if not self.dqn_policies or not all(isinstance(p, str) and p for p in self.dqn_policies):
             raise ValueError(f"TwoTrainer.dqn_policies must name at least one policy, "
                              f"got {self.dqn_policies!r}")
+        if self.max_lag is not None and self.max_lag < self.rounds_per_batch:
+            raise ValueError(
+                f"TwoTrainer.max_lag ({self.max_lag}) must be at least the rounds of one PPO batch "
+                f"({self.rounds_per_batch} = train_batch_size {self.train_batch_size} / round "
+                f"{self.round_size}): the PPO branch could not fill its batch while the DQN branch "
+                "waits for learning_starts")
+
+    @property
+    def rounds_per_batch(self) -> int:
+        """Rounds in one PPO batch: ``ceil(train_batch_size / round_size)``."""
+        return -(-self.train_batch_size // self.round_size)
+
+    @property
+    def split_lag(self) -> int:
+        """The split's ``max_lag``: ``max_lag``, or the rounds of one PPO batch."""
+        return self.max_lag if self.max_lag is not None else self.rounds_per_batch
 
 
 def split_policies(config: TwoTrainer, algorithm: str = "two-trainer"
@@ -212,7 +231,7 @@ def plan(config: TwoTrainer, actors: TwoTrainerGroups | None = None) -> rxrl.Pla
     clock = IntensityClock(config.dqn.replay.batch_size)
     rounds = (rxrl.from_actors(g.workers, MultiAgentRolloutWorker.sample) | ops.barrier()
               | ops.map(progress.observe_rounds))                       # episodes counted once, here
-    to_ppo, to_dqn = ops.split(rounds, 2, max_lag=config.max_lag)
+    to_ppo, to_dqn = ops.split(rounds, 2, max_lag=config.split_lag)
     ppo_rounds = to_ppo | ops.map(select(ppo_ids))
     if config.train_batch_size > config.round_size:
         ppo_rounds = ppo_rounds | ops.window(min_size=config.train_batch_size, combine=join_rounds,

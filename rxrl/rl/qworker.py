@@ -158,21 +158,26 @@ class _Steps:
         self._lengths: list[npt.NDArray[np.int64]] = []
 
     def add(self, *arrays: npt.NDArray[Any]) -> None:
+        """One vector step: obs, actions, rewards, next_obs, terminateds, truncateds, valid."""
         for column, array in zip(self.columns, arrays, strict=True):
             column.append(array)
 
     def episodes(self, returns: npt.NDArray[np.float64], lengths: npt.NDArray[np.int64]) -> None:
+        """Record the returns and lengths of the episodes that just ended."""
         self._returns.append(returns.copy())
         self._lengths.append(lengths.copy())
 
     def fragment(self) -> StepArrays:
+        """The steps, stacked time-major `[S, N, ...]`."""
         obs, actions, rewards, next_obs, terminated, truncated, valid = (np.stack(c) for c in self.columns)
         return StepArrays(obs, actions, rewards, next_obs, terminated, truncated, valid)
 
     def returns(self) -> npt.NDArray[np.float32]:
+        """Returns of the episodes that ended, float32."""
         return np.concatenate(self._returns or [np.zeros(0)]).astype(np.float32)
 
     def lengths(self) -> npt.NDArray[np.int64]:
+        """Lengths of the episodes that ended."""
         return np.concatenate(self._lengths or [np.zeros(0, np.int64)])
 
 

@@ -285,8 +285,8 @@ def _int(text: str | None, default: int) -> int:
 def deterministic_fields(m: Metrics) -> dict[str, float]:
     """The fields of a record that a replay must reproduce exactly (no wall-clock times)."""
     row = m.as_row()
-    return {k: v for k, v in row.items()
-            if k not in ("steps_per_s", "time_s", "train/learner_time_s")}
+    return {k: v for k, v in row.items()  # (multi-agent rows: train/<policy>/learner_time_s)
+            if k not in ("steps_per_s", "time_s") and not k.endswith("learner_time_s")}
 
 
 def save_trace(path: Path, algo: str, config: RolloutSettings, trace: rxrl.Trace,

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import attrs
 
-from rxrl.algos import a2c, a3c, appo, impala, multi_agent, ppo, two_trainer
+from rxrl.algos import a2c, a3c, appo, impala, maml, multi_agent, ppo, two_trainer
 from rxrl.algos.common import Groups, RolloutSettings, Start
 from rxrl.plan import Plan
 from rxrl.rl import Metrics
@@ -76,6 +76,8 @@ ALGORITHMS: Mapping[str, Algorithm] = {
                              cast(Any, two_trainer.groups), 300_000, two_trainer.TUNED,
                              "PPO and DQN policies trained concurrently on one multi-agent stream",
                              check_env=two_trainer.check, snapshot=two_trainer.snapshot),
+    "maml": Algorithm("maml", maml.MAML, maml.plan, cast(Any, maml.groups), 12_000_000, maml.TUNED,
+                      "model-agnostic meta-learning (policy-gradient inner step on the workers)"),
 }
 
 
@@ -87,4 +89,5 @@ def get(name: str) -> Algorithm:
         raise ValueError(f"unknown algorithm {name!r}; choose one of {sorted(ALGORITHMS)}") from None
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "a2c", "a3c", "appo", "get", "impala", "multi_agent", "ppo", "two_trainer"]
+__all__ = ["ALGORITHMS", "Algorithm", "a2c", "a3c", "appo", "get", "impala", "maml", "multi_agent", "ppo",
+           "two_trainer"]

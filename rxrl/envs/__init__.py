@@ -26,6 +26,9 @@ from rxrl.envs.api import ParallelEnvLike, check_parallel_env
 from rxrl.envs.multi_cartpole import MultiAgentCartPole
 from rxrl.envs.navigation import Navigation2D, Navigation2DTasks, TaskEnv, register_gym_envs
 
+#: task-distribution envs (MAML) by gymnasium id: ``make(num_envs=, seed=, **env_kwargs)``
+TASK_ENVS: Mapping[str, Callable[..., TaskEnv]] = {"rxrl/Navigation2D-v0": Navigation2DTasks}
+
 #: rxrl's own multi-agent envs, by name
 BUILTIN: Mapping[str, Callable[..., ParallelEnvLike]] = {"MultiCartPole-v0": MultiAgentCartPole}
 
@@ -82,5 +85,6 @@ def _not_multi_agent(name: str) -> str:
     return f"{name!r} is not a multi-agent (PettingZoo Parallel) env; {_KINDS}"
 
 
-__all__ = ["BUILTIN", "MultiAgentCartPole", "Navigation2D", "Navigation2DTasks", "ParallelEnvLike",
+__all__ = ["BUILTIN", "TASK_ENVS", "MultiAgentCartPole", "Navigation2D", "Navigation2DTasks",
+           "ParallelEnvLike",
            "TaskEnv", "check_parallel_env", "make_parallel_env", "register_gym_envs"]

@@ -85,6 +85,8 @@ class Navigation2DTasks:
             raise ValueError(f"Navigation2DTasks: num_envs and horizon must be >= 1, got {num_envs}, "
                              f"{horizon}")
         self.num_envs, self.horizon = num_envs, horizon
+        self.observation_space: gym.Space[Any]
+        self.action_space: gym.Space[Any]
         self.observation_space, self.action_space = _spaces()
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7A5C]))
         self.goal = np.zeros(2)

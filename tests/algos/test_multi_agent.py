@@ -1,0 +1,109 @@
+"""The multi-agent plans: the two-trainer plan on every backend, each learner's weights to its own
+policies only, a Ray run replayed from its trace, readiness before learning_starts, and
+learning smoke tests of multi-agent PPO and of the two-trainer mix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import rxrl
+from rxrl import ops
+from rxrl.algos import multi_agent, two_trainer
+from rxrl.algos.multi_agent import MultiAgentPPO, MultiTrained
+from rxrl.algos.two_trainer import TwoTrainer
+from rxrl.cli_run import deterministic_fields, same
+from rxrl.rl import DQNConfig, PPOConfig, ReplayConfig
+from rxrl.rl.ma_metrics import MultiAgentMetrics
+
+SMALL_PPO = PPOConfig(lr=2e-3, num_epochs=1, minibatch_size=32, ent_coef=0.0, clip_vloss=False)
+
+
+def small_two_trainer(**kwargs: Any) -> TwoTrainer:
+    """Rounds of 2 workers x 2 envs x 8 steps; DQN starts after 32 transitions."""
+    replay = ReplayConfig(capacity=2000, batch_size=16, learning_starts=32)
+    dqn = DQNConfig(training_intensity=4.0, replay=replay)
+    return TwoTrainer(num_envs_per_worker=2, fragment_length=8, train_batch_size=64, ppo=SMALL_PPO, dqn=dqn,
+                      dqn_steps_per_call=2, **kwargs)
+
+
+def _run(plan: rxrl.Plan[MultiAgentMetrics], backend: str, n: int, **options: Any
+         ) -> tuple[list[MultiAgentMetrics], rxrl.Trace]:
+    with rxrl.run(plan | ops.take(n), backend, **options) as run:
+        return list(run), run.trace
+
+
+@pytest.mark.parametrize("backend", ["reference", "rx", "ray"])
+@pytest.mark.timeout(180)
+def test_the_two_trainer_plan_runs_both_learners_on_every_backend(backend: str, request: pytest.FixtureRequest
+                                                                    ) -> None:
+    if backend == "ray":
+        request.getfixturevalue("ray_session")
+    records, _ = _run(two_trainer.plan(small_two_trainer()), backend, 24)
+    trained = [set(r.policy_train) for r in records]
+    assert trained[-1] == {"cartpole_0", "cartpole_1"}  # both learners have reported
+    steps = [r.env_steps_sampled for r in records]
+    assert steps == sorted(steps) and steps[-1] % 64 == 0  # whole rounds of 2 x 2 x 8 x 2 workers
+    assert records[-1].policy_train["cartpole_1"].num_updates == 2  # dqn_steps_per_call per reply
+
+
+def test_each_learner_s_weights_reach_the_workers_for_its_own_policies_only() -> None:
+    sent: list[set[str]] = []
+
+    def record(event: rxrl.Event) -> None:
+        if event.kind == "call" and event.op.startswith("broadcast") and isinstance(event.item, MultiTrained):
+            sent.append(set(event.item.weights))
+
+    list(rxrl.run(two_trainer.plan(small_two_trainer()) | ops.take(24), on_event=record))
+    assert {"cartpole_0"} in [s for s in sent] and {"cartpole_1"} in sent
+    assert all(s in ({"cartpole_0"}, {"cartpole_1"}) for s in sent)
+
+
+def test_dqn_trains_only_once_the_replay_holds_learning_starts() -> None:
+    records, _ = _run(two_trainer.plan(small_two_trainer()), "reference", 30)
+    first_dqn = next(r for r in records if "cartpole_1" in r.policy_train)
+    # 32 DQN transitions need at least one round (<= 32 per round for one agent of 2 x 2 x 8 x 2)
+    assert first_dqn.env_steps_sampled >= 32 and records[0].policy_train.keys() == {"cartpole_0"}
+
+
+def test_a_max_lag_below_one_ppo_batch_is_refused_naming_the_setting() -> None:
+    with pytest.raises(ValueError, match=r"TwoTrainer.max_lag \(1\) must be at least the rounds of one PPO"):
+        small_two_trainer(max_lag=1)
+
+
+@pytest.mark.timeout(180)
+def test_a_ray_run_of_the_two_trainer_plan_is_replayed_exactly_from_its_trace(ray_session: None) -> None:
+    records, trace = _run(two_trainer.plan(small_two_trainer()), "ray", 20)
+    plan = two_trainer.plan(small_two_trainer()) | ops.take(20)
+    replayed = list(rxrl.run(plan, "reference", schedule=trace))
+    assert len(replayed) == len(records) == 20
+    for rerun, recorded in zip(replayed, records, strict=True):
+        a, b = deterministic_fields(rerun), deterministic_fields(recorded)
+        assert a.keys() == b.keys() and all(same(a[k], b[k]) for k in a), (a, b)
+
+
+def test_multi_agent_ppo_learns_on_two_cartpoles() -> None:
+    config = MultiAgentPPO(num_workers=1, num_envs_per_worker=4, fragment_length=64, train_batch_size=256,
+                           learner=PPOConfig(lr=2e-3, num_epochs=4, minibatch_size=128, ent_coef=0.0,
+                                             clip_vloss=False))
+    records = list(rxrl.run(multi_agent.plan(config) | ops.take(25)))
+    first, last = records[2], records[-1]
+    for agent in ("cartpole_0", "cartpole_1"):
+        assert last.agent_return_mean[agent] > 1.5 * first.agent_return_mean[agent]
+    assert last.episode_return_mean == min(last.agent_return_mean.values())
+    assert last.agent_steps_sampled > last.env_steps_sampled == 25 * 256
+
+
+def test_shared_and_independent_mappings_give_one_or_k_policies() -> None:
+    three = {"num_agents": 3}
+    shared = multi_agent.env_policies(MultiAgentPPO(policy_mapping="shared", env_kwargs=three), "x")
+    independent = multi_agent.env_policies(MultiAgentPPO(env_kwargs={"num_agents": 3}), "x")
+    assert list(shared) == ["shared"] and len(independent) == 3
+
+
+def test_a_heterogeneous_env_cannot_share_one_policy() -> None:
+    config = MultiAgentPPO(env="mpe2.simple_speaker_listener_v4", env_kwargs={"continuous_actions": False},
+                           policy_mapping="shared")
+    with pytest.raises(ValueError, match="share policy 'shared' but have different spaces"):
+        multi_agent.groups(config)

@@ -61,7 +61,8 @@ def test_ma_ppo_trains_on_a_real_pettingzoo_env(tmp_path: Path) -> None:
                  "--set", "env_kwargs={\"continuous_actions\": false}", "--set", "num_envs_per_worker=2",
                  "--set", "fragment_length=25", "--set", "train_batch_size=100", "--set", "minibatch_size=50",
                  "--steps", "300", "--out", str(out)]) == 0
-    assert {"agent/speaker_0/episode_return_mean", "agent/listener_0/episode_return_mean"} <= set(_header(out))
+    columns = {"agent/speaker_0/episode_return_mean", "agent/listener_0/episode_return_mean"}
+    assert columns <= set(_header(out))
 
 
 CASES = {

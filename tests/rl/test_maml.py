@@ -13,7 +13,7 @@ from rxrl import ops
 from rxrl.algos import maml
 from rxrl.envs import Navigation2DTasks
 from rxrl.rl import PolicyConfig
-from rxrl.rl.maml import MAMLConfig, MAMLLearner, MAMLWorker, inner_step, log_probs, with_params
+from rxrl.rl.maml import MAMLConfig, MAMLLearner, MAMLWorker, TaskBatch, inner_step, log_probs, with_params
 
 POLICY = PolicyConfig(hidden_sizes=(16, 16), init_log_std=-1.0)
 
@@ -40,7 +40,7 @@ def test_the_inner_step_on_a_worker_equals_the_same_step_in_process() -> None:
     np.testing.assert_allclose(logp.detach().numpy(), batch.post.logp, rtol=1e-4, atol=1e-4)
 
 
-def _meta_gradient(config: MAMLConfig, tasks: list[maml.TaskBatch]) -> dict[str, torch.Tensor]:
+def _meta_gradient(config: MAMLConfig, tasks: list[TaskBatch]) -> dict[str, torch.Tensor]:
     learner = MAMLLearner("rxrl/Navigation2D-v0", config, POLICY)
     loss, _, _ = learner.surrogate(tasks)
     names = [n for n, _ in learner.policy.named_parameters()]
@@ -70,7 +70,7 @@ def test_the_meta_gradient_flows_through_the_inner_step() -> None:
     tiny = MAMLConfig(inner_lr=1e-9)
     small = _meta_gradient(tiny, tasks)
     plain = _meta_gradient(attrs.evolve(tiny, meta_gradient=False), [
-        maml.TaskBatch(tb.task, tb.post, tb.post) for tb in tasks])
+        TaskBatch(tb.task, tb.post, tb.post) for tb in tasks])
     for n in plain:
         torch.testing.assert_close(small[n], plain[n], rtol=1e-3, atol=1e-6)
 

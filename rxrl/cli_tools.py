@@ -32,7 +32,7 @@ from rxrl.rl import make_policy
 
 def add_show_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rxrl show``."""
-    p.add_argument("algo", help="algorithm: ppo | a2c | a3c | impala | appo")
+    p.add_argument("algo", help="algorithm: ppo | a2c | a3c | impala | appo | ma-ppo | two-trainer | maml")
     p.add_argument("--format", default="text", help="text (default) | dot | mermaid")
     p.add_argument("--env", help="gymnasium env id (default CartPole-v1)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",

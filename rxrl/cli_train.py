@@ -57,9 +57,10 @@ WORKER_RESTARTS = 3
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rxrl train``."""
-    p.add_argument("algo", help="algorithm: ppo | a2c | a3c | impala | appo")
-    p.add_argument("--env", help="gymnasium env id, or module:Env-v0 to import module first "
-                                 "(default: the algorithm's, CartPole-v1)")
+    p.add_argument("algo", help="algorithm: ppo | a2c | a3c | impala | appo | ma-ppo | two-trainer | maml")
+    p.add_argument("--env", help="gymnasium env id, or module:Env-v0 to import module first; for "
+                                 "ma-ppo/two-trainer a PettingZoo env: MultiCartPole-v0, "
+                                 "mpe2.simple_spread_v3 (default: the algorithm's)")
     p.add_argument("--backend", default="ray", help="ray (default; starts a local Ray) | rx | reference")
     p.add_argument("--workers", type=int, help="number of rollout workers")
     p.add_argument("--steps", type=int, help="env steps to train for, in total (default per algorithm)")

@@ -19,8 +19,8 @@ from tests.cli.helpers import start
 
 #: case -> (argv, the message's expected part); ``{tmp}`` is a directory holding the files below
 CASES: dict[str, tuple[list[str], str]] = {
-    "unknown algorithm": (["train", "dqn"],
-                          "rxrl train: error: unknown algorithm 'dqn'; choose one of ['a2c', 'a3c', 'ppo']"),
+    "unknown algorithm": (["train", "nosuch"],
+                          "rxrl train: error: unknown algorithm 'nosuch'; choose one of ['a2c', 'a3c', "),
     "unknown env id": (["train", "ppo", "--env", "CartPol-v1"],
                        "rxrl train: error: unknown env id 'CartPol-v1': Environment `CartPol` doesn't "
                        "exist. Did you mean: `CartPole`?"),

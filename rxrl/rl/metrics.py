@@ -6,11 +6,36 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from rxrl.rl.batch import SampleBatch
+
+
+class Episodes(Protocol):
+    """What `MetricsAccumulator.observe_samples` reads of a batch: the episodes that ended
+    while it was sampled and the env steps stepped for it (`SampleBatch`, `TransitionBatch`)."""
+
+    @property
+    def episode_returns(self) -> npt.NDArray[np.float32]:
+        """Returns of the episodes that ended."""
+        ...
+
+    @property
+    def episode_lengths(self) -> npt.NDArray[np.int64]:
+        """Lengths of the episodes that ended."""
+        ...
+
+    @property
+    def env_steps(self) -> int:
+        """Env transitions stepped to produce the batch."""
+        ...
+
+
+E = TypeVar("E", bound=Episodes)
 
 
 @attrs.frozen
@@ -117,8 +142,9 @@ class MetricsAccumulator:
         self._sampled = self._last_sampled = self._trained = self._episodes = 0
         self._iteration = 0
 
-    def observe_samples(self, batch: SampleBatch) -> SampleBatch:
-        """Record the batch's episodes and env steps; return the batch unchanged."""
+    def observe_samples(self, batch: E) -> E:
+        """Record the batch's episodes and env steps; return the batch unchanged (any
+        `Episodes`: a `SampleBatch`, a `TransitionBatch`, or their rows-free summaries)."""
         self._returns.extend(batch.episode_returns.tolist())
         self._lengths.extend(batch.episode_lengths.tolist())
         self._episodes += len(batch.episode_returns)
@@ -154,4 +180,4 @@ class MetricsAccumulator:
         )
 
 
-__all__ = ["Metrics", "MetricsAccumulator", "SampleMetrics", "TrainMetrics"]
+__all__ = ["Episodes", "Metrics", "MetricsAccumulator", "SampleMetrics", "TrainMetrics"]

@@ -66,6 +66,9 @@ def evaluate(args: argparse.Namespace) -> int:
         raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
     ckpt = load_checkpoint(args.checkpoint)
     config = ckpt.config
+    if ckpt.algo.check_env is not None:  # a multi-agent checkpoint: its policies are per agent
+        raise ValueError(f"rxrl eval does not run {ckpt.algo.name} checkpoints yet; the run's metrics.csv "
+                         "has every agent's episode returns (agent/<id>/episode_return_mean)")
     spaces = env_spaces(config, ckpt.algo.name)
     policy = make_policy(spaces.observation, spaces.action, config.policy, config.seed)
     try:

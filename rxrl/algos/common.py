@@ -205,8 +205,8 @@ class Start:
         return {k: t.detach().cpu().numpy().copy() for k, t in policy.items()}
 
     def version(self) -> int:
-        """The learner updates behind the checkpoint's weights (a worker's weights version)."""
-        return int(self.learner_state.get("num_updates", 0))
+        """The version of the checkpoint's weights (a V-trace learner's updates; 0 for others)."""
+        return int(self.learner_state.get("version", 0))
 
 
 @attrs.frozen

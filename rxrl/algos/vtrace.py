@@ -34,6 +34,8 @@ from rxrl.algos.common import (
     float_in,
     int_at_least,
     make_groups,
+    optional,
+    set_learning_rate,
 )
 from rxrl.rl import Metrics, RolloutWorker, SampleBatch
 from rxrl.rl.fragment import Fragment
@@ -49,13 +51,16 @@ class VTraceSettings(RolloutSettings):
     the learner trains once ``train_batch_size`` transitions of whole fragments arrived, and a
     worker is sent new weights with the reply to its next fragment once ``broadcast_interval``
     updates passed since its last ones. ``gamma`` and ``lam`` are V-trace's discount and trace
-    coefficient (the workers compute no advantages).
+    coefficient (the workers compute no advantages). The learning rate decays linearly from
+    ``learner.lr`` to 0 over ``lr_decay_steps`` trained transitions (``rxrl train`` sets it
+    to ``--steps``); None keeps it constant.
     """
 
     lam: float = attrs.field(default=1.0, validator=float_in(0.0, 1.0))
     max_in_flight: int = attrs.field(default=2, validator=int_at_least(1))
     train_batch_size: int = attrs.field(default=512, validator=int_at_least(1))
     broadcast_interval: int = attrs.field(default=1, validator=int_at_least(1))
+    lr_decay_steps: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
 
     def __attrs_post_init__(self) -> None:
         name, learner = type(self).__name__, getattr(self, "learner", None)
@@ -124,6 +129,9 @@ def learn_on_batches(config: VTraceSettings) -> Callable[[VTraceLearner, Tagged[
 
     def learn_on_batches(learner: VTraceLearner, item: Tagged[Fragment]) -> Tagged[Reply]:
         """Add the fragment; train once ``train_batch_size`` rows wait; reply to the sender."""
+        if config.lr_decay_steps is not None:
+            done = learner.env_steps_trained / config.lr_decay_steps
+            set_learning_rate(learner, learner.config.lr * max(0.0, 1.0 - done))
         report = learner.add_fragment(item.value, config.train_batch_size)
         weights = learner.weights_for(item.shard, config.broadcast_interval)
         return item.with_value(Reply(episodes_of(item.value.batch), report, weights))

@@ -252,14 +252,15 @@ class APPOConfig(VTraceConfig):
     """APPO: PPO's clipped surrogate on V-trace advantages (RLlib's APPO).
 
     A *target network* (a copy of the policy, moved to `tau * online + (1 - tau) * target`
-    every `target_update_interval` optimizer steps) stands in for the old policy: V-trace's
+    every `target_update_interval` updates, i.e. batches trained on; 1: the policy as it was
+    before the current batch, PPO's old policy) stands in for the old policy: V-trace's
     target policy is the target network, and the surrogate ratio
     `clip(pi_target / mu, 0, 2) * pi / mu` (mu: the behaviour policy) is clipped to
     `1 +- clip_coef`. `kl_coef > 0` adds a penalty `kl_coef * KL(pi_target || pi)`.
     """
 
     clip_coef: float = attrs.field(default=0.4, validator=v.gt(0.0))
-    target_update_interval: int = attrs.field(default=2, validator=_int_at_least(1))
+    target_update_interval: int = attrs.field(default=1, validator=_int_at_least(1))
     tau: float = attrs.field(default=1.0, validator=_tau)
     kl_coef: float = attrs.field(default=0.0, validator=_nonneg)
 

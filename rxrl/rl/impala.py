@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from rxrl.rl.config import APPOConfig, IMPALAConfig, PolicyConfig, VTraceConfig
@@ -34,8 +35,9 @@ from rxrl.rl.policy import ActorCritic, GaussianActorCritic, Weights
 class VTraceMetrics(TrainMetrics):
     """`TrainMetrics` of a V-trace update, plus the staleness of its batch.
 
-    A fragment's staleness is the number of learner updates between the weights that
-    sampled it and the update that trains on it (0: sampled with the current weights);
+    A fragment's staleness is the number of learner updates (batches trained on) between
+    the weights that sampled it and the update that trains on it (0: sampled with the
+    current weights);
     `staleness_mean/min/max` summarize the batch's fragments. `rho_mean` is the mean
     importance ratio `pi_target / mu` before clipping. `approx_kl` is `KL(mu || pi)` (k3
     estimate) for IMPALA and `KL(pi_target || pi)` for APPO; `clip_fraction` the share of
@@ -51,7 +53,7 @@ class VTraceMetrics(TrainMetrics):
 
 @attrs.frozen(eq=False)
 class VersionedWeights:
-    """Policy weights with the learner's update count behind them (the worker's new version)."""
+    """Policy weights with the learner's version (updates so far) behind them."""
 
     weights: Weights
     version: int
@@ -59,9 +61,25 @@ class VersionedWeights:
 
 @attrs.frozen
 class _PolicyTerms:
+    """The policy part of a loss: differentiable ``loss`` (a KL penalty included), the
+    surrogate alone (``policy_loss``) and statistics."""
+
     loss: torch.Tensor
+    policy_loss: float
     approx_kl: float
     clip_fraction: float
+
+
+@attrs.frozen(eq=False)
+class VTraceLoss:
+    """A minibatch's loss (`terms`), with its V-trace value targets `vs`, the critic's values
+    and the mean importance ratio `pi_target / mu` (flat arrays in the fragment's row order)."""
+
+    terms: LossTerms
+    vs: npt.NDArray[np.float32]
+    values: npt.NDArray[np.float32]
+    advantages: npt.NDArray[np.float32]
+    rho_mean: float
 
 
 class VTraceLearner(Learner):
@@ -93,6 +111,11 @@ class VTraceLearner(Learner):
         #: per worker, the update count of the weights it was last given
         self.sent: dict[int, int] = {}
         self._base_version = 0
+        #: transitions trained on so far (a learning-rate schedule's clock)
+        self.env_steps_trained = 0
+        #: updates so far: batches trained on (the version of the current weights; an update
+        #: is ``num_epochs`` passes of minibatch steps, counted in ``num_updates``)
+        self.version = 0
 
     # -- the plan's interface ---------------------------------------------------------------
 
@@ -109,24 +132,25 @@ class VTraceLearner(Learner):
         """The current weights for `worker` if at least `interval` updates passed since it was
         last given weights (its initial ones count as given at the start), else None."""
         last = self.sent.get(worker, self._base_version)
-        if self.num_updates - last < interval:
+        if self.version - last < interval:
             return None
-        self.sent[worker] = self.num_updates
-        return VersionedWeights(self.get_weights(), self.num_updates)
+        self.sent[worker] = self.version
+        return VersionedWeights(self.get_weights(), self.version)
 
     def train(self, fragments: Sequence[Fragment]) -> VTraceMetrics:
         """`num_epochs` passes of minibatch SGD over the fragments, V-trace per minibatch."""
         start, c = time.perf_counter(), self.config
         if not fragments:
             raise ValueError(f"{type(self).__name__}.train: got no fragments")
-        staleness = [self.num_updates - f.version for f in fragments]
+        staleness = [self.version - f.version for f in fragments]
         batch = Fragment.concat(fragments)
+        self.env_steps_trained += len(batch)
         per = batch.num_sequences if c.minibatch_size is None else max(1, c.minibatch_size // batch.length)
         terms: list[LossTerms] = []
         norms: list[float] = []
         rhos: list[float] = []
-        targets: list[np.ndarray[Any, Any]] = []
-        values: list[np.ndarray[Any, Any]] = []
+        targets: list[npt.NDArray[np.float32]] = []
+        values: list[npt.NDArray[np.float32]] = []
         for epoch in range(c.num_epochs):
             if per >= batch.num_sequences:
                 minibatches = [batch]
@@ -134,20 +158,22 @@ class VTraceLearner(Learner):
                 order = self.rng.permutation(batch.num_sequences)
                 minibatches = [batch.sequences(order[i:i + per]) for i in range(0, len(order), per)]
             for minibatch in minibatches:
-                term, vs, v, rho = self._loss(minibatch)
-                norms.append(self._step(term.loss, c.max_grad_norm))
-                self._after_step()
-                terms.append(term)
-                rhos.append(rho)
+                loss = self.loss(minibatch)
+                norms.append(self._step(loss.terms.loss, c.max_grad_norm))
+                terms.append(loss.terms)
+                rhos.append(loss.rho_mean)
                 if epoch == 0:
-                    targets.append(vs)
-                    values.append(v)
+                    targets.append(loss.vs)
+                    values.append(loss.values)
+        self.version += 1
+        self._after_update()
         return self._metrics(terms, norms, rhos, targets, values, staleness, len(batch), start)
 
     # -- the loss ---------------------------------------------------------------------------
 
-    def _loss(self, f: Fragment) -> tuple[LossTerms, np.ndarray[Any, Any], np.ndarray[Any, Any], float]:
-        """The loss on one minibatch, its V-trace targets, its values and its mean ratio."""
+    def loss(self, f: Fragment) -> VTraceLoss:
+        """The loss on one minibatch of whole sequences (V-trace with the current critic):
+        policy term + `vf_coef * 0.5 * E[(v - vs)^2]` - `ent_coef * E[entropy]`."""
         b, dev, policy = f.batch, self.device, self.policy
         obs = torch.as_tensor(b.obs, device=dev)
         actions = torch.as_tensor(b.actions, device=dev)
@@ -172,9 +198,8 @@ class VTraceLearner(Learner):
         ent = entropy.mean()
         c = self.config
         loss = pg.loss + c.vf_coef * v_loss - c.ent_coef * ent
-        rho = float(np.exp(target_np - b.logp).mean())
-        return (LossTerms(loss, pg.loss.item(), v_loss.item(), ent.item(), pg.approx_kl, pg.clip_fraction),
-                vs_flat, v_np, rho)
+        terms = LossTerms(loss, pg.policy_loss, v_loss.item(), ent.item(), pg.approx_kl, pg.clip_fraction)
+        return VTraceLoss(terms, vs_flat, v_np, adv_flat, float(np.exp(target_np - b.logp).mean()))
 
     def _target(self, obs: torch.Tensor, actions: torch.Tensor,
                 logp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -188,11 +213,11 @@ class VTraceLearner(Learner):
         """The policy-gradient part of the loss and its statistics."""
         raise NotImplementedError
 
-    def _after_step(self) -> None:
-        """Called after every optimizer step."""
+    def _after_update(self) -> None:
+        """Called after every update (a batch trained on)."""
 
     def _metrics(self, terms: list[LossTerms], norms: list[float], rhos: list[float],
-                 targets: list[np.ndarray[Any, Any]], values: list[np.ndarray[Any, Any]],
+                 targets: list[npt.NDArray[np.float32]], values: list[npt.NDArray[np.float32]],
                  staleness: list[int], rows: int, start: float) -> VTraceMetrics:
         def mean(xs: list[float]) -> float:
             return float(np.mean(xs)) if xs else math.nan
@@ -219,10 +244,19 @@ class VTraceLearner(Learner):
 
     # -- state ------------------------------------------------------------------------------
 
+    def state_dict(self) -> dict[str, Any]:
+        """`Learner.state_dict` plus the transitions trained on and the weights' version."""
+        state = super().state_dict()
+        state["env_steps_trained"] = self.env_steps_trained
+        state["version"] = self.version
+        return state
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a `state_dict()`; workers' weights count as given at its update count."""
         super().load_state_dict(state)
-        self._base_version = self.num_updates
+        self.env_steps_trained = int(state.get("env_steps_trained", 0))
+        self.version = int(state.get("version", 0))
+        self._base_version = self.version
         self.sent.clear()
 
 
@@ -259,7 +293,8 @@ class IMPALALearner(VTraceLearner):
             approx_kl = ((ratio - 1) - log_ratio).mean().item()
             # a tolerance: on-policy, numpy (worker) and torch log-probs differ by an ulp
             clipped = (ratio > self.config.rho_clip * (1 + 1e-5)).float().mean().item()
-        return _PolicyTerms(-(logp * advantages).mean(), approx_kl, clipped)
+        pg_loss = -(logp * advantages).mean()
+        return _PolicyTerms(pg_loss, pg_loss.item(), approx_kl, clipped)
 
 
 class APPOLearner(VTraceLearner):
@@ -284,8 +319,8 @@ class APPOLearner(VTraceLearner):
                          gamma=gamma, lam=lam)
         self.target: ActorCritic = copy.deepcopy(self.policy)
         self.target.requires_grad_(False)
-        #: optimizer steps since the target network last moved
-        self.steps_since_target_update = 0
+        #: updates (batches) since the target network last moved
+        self.updates_since_target = 0
 
     def _target(self, obs: torch.Tensor, actions: torch.Tensor,
                 logp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -300,7 +335,8 @@ class APPOLearner(VTraceLearner):
         is_ratio = (behaviour - target_logp).exp().clamp(0.0, 2.0)
         ratio = is_ratio * (logp - behaviour).exp()
         surrogate = torch.min(advantages * ratio, advantages * ratio.clamp(1 - c.clip_coef, 1 + c.clip_coef))
-        loss = -surrogate.mean()
+        pg_loss = -surrogate.mean()
+        loss = pg_loss
         if c.kl_coef > 0:
             kl = kl_divergence(self.target, target_out, self.policy, out).mean()
             loss = loss + c.kl_coef * kl
@@ -309,11 +345,11 @@ class APPOLearner(VTraceLearner):
                 kl = kl_divergence(self.target, target_out, self.policy, out).mean()
         with torch.no_grad():
             clipped = ((ratio - 1).abs() > c.clip_coef).float().mean().item()
-        return _PolicyTerms(loss, kl.item(), clipped)
+        return _PolicyTerms(loss, pg_loss.item(), kl.item(), clipped)
 
-    def _after_step(self) -> None:
-        self.steps_since_target_update += 1
-        if self.steps_since_target_update >= self.config.target_update_interval:
+    def _after_update(self) -> None:
+        self.updates_since_target += 1
+        if self.updates_since_target >= self.config.target_update_interval:
             self.update_target()
 
     def update_target(self) -> None:
@@ -325,20 +361,20 @@ class APPOLearner(VTraceLearner):
                     t.mul_(1.0 - tau).add_(p, alpha=tau)
                 else:
                     t.copy_(p)
-        self.steps_since_target_update = 0
+        self.updates_since_target = 0
 
     def state_dict(self) -> dict[str, Any]:
         """`Learner.state_dict` plus the target network and its update clock."""
         state = super().state_dict()
         state["target"] = {k: t.detach().to("cpu", copy=True) for k, t in self.target.state_dict().items()}
-        state["steps_since_target_update"] = self.steps_since_target_update
+        state["updates_since_target"] = self.updates_since_target
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a `state_dict()` (without a target network in it: a copy of the policy)."""
         super().load_state_dict(state)
         self.target.load_state_dict(state.get("target", state["policy"]))
-        self.steps_since_target_update = int(state.get("steps_since_target_update", 0))
+        self.updates_since_target = int(state.get("updates_since_target", 0))
 
 
 def kl_divergence(p: ActorCritic, p_out: torch.Tensor, q: ActorCritic, q_out: torch.Tensor) -> torch.Tensor:
@@ -356,10 +392,10 @@ def kl_divergence(p: ActorCritic, p_out: torch.Tensor, q: ActorCritic, q_out: to
     return (log_p.exp() * (log_p - log_q)).sum(-1)
 
 
-def _flat(time_major: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def _flat(time_major: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """`[T, S]` back to env-major rows `[S * T]`."""
     return np.ascontiguousarray(np.swapaxes(time_major, 0, 1)).reshape(-1)
 
 
-__all__ = ["APPOLearner", "IMPALALearner", "VTraceLearner", "VTraceMetrics", "VersionedWeights",
-           "kl_divergence"]
+__all__ = ["APPOLearner", "IMPALALearner", "VTraceLearner", "VTraceLoss", "VTraceMetrics",
+           "VersionedWeights", "kl_divergence"]

@@ -20,6 +20,45 @@ from rxrl import graph as g
 from rxrl.ready import END, NOT_READY
 
 
+class Clock:
+    """Counts what can make a not-ready stream ready: an item taken by a split branch (its
+    siblings' lead changes) and a call or broadcast sent to an actor (a source that answered
+    NOT_READY may be asked again). "Not ready since the last progress" means: since the clock
+    last moved. One per run; every backend ticks it at the same points, so their decisions
+    agree."""
+
+    __slots__ = ("ticks",)
+
+    def __init__(self) -> None:
+        self.ticks = 0
+
+    def tick(self) -> None:
+        """Something happened that may make a not-ready stream ready."""
+        self.ticks += 1
+
+
+class Tried:
+    """The inputs of a union that answered NOT_READY while the clock stood where it is now."""
+
+    __slots__ = ("at", "clock")
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.at: dict[int, int] = {}
+
+    def add(self, i: int) -> None:
+        """Input ``i`` answered NOT_READY just now."""
+        self.at[i] = self.clock.ticks
+
+    def __contains__(self, i: object) -> bool:
+        return isinstance(i, int) and self.at.get(i) == self.clock.ticks
+
+    def all(self, live: Sequence[int]) -> bool:
+        """Whether every input in ``live`` is not ready since the clock last moved."""
+        ticks = self.clock.ticks
+        return all(self.at.get(i) == ticks for i in live)
+
+
 @attrs.frozen
 class _Raised:
     """An error of the split's source, waiting in a branch's buffer at the point it occurred."""
@@ -40,9 +79,11 @@ class Tee:
     buffering and no longer holds the others back.
     """
 
-    __slots__ = ("_others", "buffers", "ended", "max_lag", "open", "taken")
+    __slots__ = ("_others", "buffers", "clock", "ended", "max_lag", "open", "taken")
 
-    def __init__(self, n: int, max_lag: int) -> None:
+    def __init__(self, n: int, max_lag: int, clock: Clock | None = None) -> None:
+        #: ticked whenever a branch takes an item (the others' lead changes)
+        self.clock = clock or Clock()
         self.buffers: list[deque[Any]] = [deque() for _ in range(n)]
         #: items taken per branch; a closed branch counts as infinitely far ahead
         self.taken = [0] * n
@@ -58,6 +99,7 @@ class Tee:
         if buffer:
             x = buffer.popleft()
             self.taken[i] += 1
+            self.clock.ticks += 1
             if type(x) is _Raised:
                 raise x.error
             return x
@@ -79,6 +121,7 @@ class Tee:
             for other in self._others[i]:
                 other.append(x)
             taken[i] += 1
+            self.clock.ticks += 1
         return x
 
     def lag(self, i: int) -> int:
@@ -176,26 +219,25 @@ class Turns:
             self.at %= len(self.live)
 
 
-def round_robin_next(turns: Turns, pull: Callable[[int], Any], emits: Callable[[int], bool]) -> Any:
+def round_robin_next(turns: Turns, pull: Callable[[int], Any], emits: Callable[[int], bool],
+                     clock: Clock) -> Any:
     """The next emitted item of a weighted round robin over ``pull(i)``, ``END`` or ``NOT_READY``
-    (every live input, each pulled in its turn since the last progress, was not ready)."""
-    tried: set[int] = set()  # not ready since the last progress: passed over, not pulled again
+    (every live input, each pulled in its turn, was not ready since ``clock`` last moved)."""
+    tried = Tried(clock)  # passed over, not pulled again, until something moves
     while turns.live:
         i = turns.current()
         if i in tried:
-            if len(tried) >= len(turns.live):
+            if tried.all(turns.live):
                 return NOT_READY
             turns.skip()
             continue
         x = pull(i)
         if x is END:
             turns.drop(i)
-            tried.clear()
         elif x is NOT_READY:
             tried.add(i)
             turns.skip()
         else:
-            tried.clear()
             turns.took(i)
             if emits(i):
                 return x

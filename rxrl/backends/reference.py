@@ -20,7 +20,7 @@ from typing import Any
 from rxrl import graph as g
 from rxrl.actors import ActorGroup, Tagged
 from rxrl.backends.common import Blocked, Reporter, creation_error, operator_error, route_of
-from rxrl.backends.kernels import Tee, Turns, round_robin_next
+from rxrl.backends.kernels import Clock, Tee, Tried, Turns, round_robin_next
 from rxrl.backends.local import LOCAL, actor_stream, chain, close, fed
 from rxrl.compile import Compiled, Lowerer, lower
 from rxrl.errors import DeadlockError
@@ -46,6 +46,7 @@ class _Context:
         self.schedule = schedule
         self.report = Reporter(recorder, on_event)
         self.blocked = Blocked()
+        self.clock = Clock()  # what may make a not-ready stream ready
         self.instances: dict[int, list[Any]] = {}
         #: calls and broadcasts sent to each actor (key, index): what may make a not-ready
         #: actor source ready again
@@ -79,6 +80,7 @@ class _Context:
         self.report.call(nid, node, index, item)
         key = (node.group.key, index)
         self.effects[key] = self.effects.get(key, 0) + 1
+        self.clock.tick()
 
     def effects_on(self, group: ActorGroup[Any] | None, index: int) -> int:
         return 0 if group is None else self.effects.get((group.key, index), 0)
@@ -342,25 +344,23 @@ def _union(ctx: _Context, node: g.Union, nid: int, ins: list[Streams]) -> Stream
 
     def round_robin() -> Iterator[Any]:
         turns = Turns(node.weights)
-        while (x := round_robin_next(turns, lambda i: next(its[i], END), node.emits)) is not END:
+        pull: Callable[[int], Any] = lambda i: next(its[i], END)
+        while (x := round_robin_next(turns, pull, node.emits, ctx.clock)) is not END:
             yield x
 
     def as_ready() -> Iterator[Any]:
         live = list(range(len(its)))
-        tried: set[int] = set()  # inputs not ready since the last progress
+        tried = Tried(ctx.clock)  # not ready since the clock last moved
         while live:
             candidates = [i for i in live if i not in tried]
             if not candidates:
-                tried.clear()
                 yield NOT_READY
                 continue
             i = ctx.choose(nid, node, candidates)
             x = next(its[i], END)
             if x is NOT_READY:
                 tried.add(i)
-                continue
-            tried.clear()
-            if x is END:
+            elif x is END:
                 live.remove(i)
             elif node.emits(i):
                 yield x
@@ -376,7 +376,7 @@ class _Split(Tee):
     """A split's tee over its (one) source iterator."""
 
     def __init__(self, ctx: _Context, node: g.Split, nid: int, source: Iterator[Any]) -> None:
-        super().__init__(node.n, node.max_lag)
+        super().__init__(node.n, node.max_lag, ctx.clock)
         self.ctx, self.node, self.nid, self.source = ctx, node, nid, source
         for i in range(node.n):
             ctx.blocked.watch(nid, i, functools.partial(self.why, node, i))
@@ -421,9 +421,17 @@ _TABLE: dict[type[g.Node], Lowerer[_Context, Any]] = {
 
 
 def _root(ctx: _Context, stream: Iterator[Any]) -> Iterator[Any]:
+    clock = ctx.clock
     try:
-        for x in stream:
-            if x is NOT_READY:  # single-threaded: nothing else could ever change it
+        while True:
+            ticks = clock.ticks
+            x = next(stream, END)
+            if x is END:
+                return
+            if x is NOT_READY:
+                if clock.ticks != ticks:
+                    continue  # something moved on the way (a side flow): ask again
+                # single-threaded, and nothing moved: nothing ever could
                 raise DeadlockError(ctx.blocked.report())
             yield x
     finally:

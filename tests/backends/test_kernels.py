@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rxrl.backends.kernels import Tee, Turns, round_robin_next
+from rxrl.backends.kernels import Clock, Tee, Turns, round_robin_next
 from rxrl.ready import END, NOT_READY
 
 
@@ -95,7 +95,7 @@ def test_round_robin_turns_take_exact_quotas_whatever_is_not_ready(ws: list[floa
         return NOT_READY if next(answers, False) else i
 
     for _ in range(150):
-        x = round_robin_next(turns, pull, lambda i: True)
+        x = round_robin_next(turns, pull, lambda i: True, Clock())
         if x is NOT_READY:
             continue
         assert isinstance(x, int)
@@ -114,6 +114,21 @@ def test_round_robin_is_not_ready_only_when_every_live_input_was() -> None:
         return answers[i].pop(0) if answers[i] else END
 
     # input 1 has a turn of 0 items first: it is not skipped as "tried" before it was asked
-    assert round_robin_next(turns, pull, lambda i: True) is NOT_READY
+    clock = Clock()
+    assert round_robin_next(turns, pull, lambda i: True, clock) is NOT_READY
     assert answers == {0: [5], 1: [NOT_READY, 7]}
-    assert round_robin_next(turns, pull, lambda i: True) == 5
+    assert round_robin_next(turns, pull, lambda i: True, clock) == 5
+
+
+def test_round_robin_asks_a_not_ready_input_again_once_the_clock_moved() -> None:
+    """An input that answered NOT_READY is passed over only while nothing has moved."""
+    clock, turns = Clock(), Turns([1, 1])
+    answers = {0: [NOT_READY, 5], 1: [NOT_READY, 7]}
+
+    def pull(i: int) -> object:
+        x = answers[i].pop(0)
+        if i == 1:
+            clock.tick()  # input 1 moved something (a side flow stored) before it answered
+        return x
+
+    assert round_robin_next(turns, pull, lambda i: True, clock) == 5

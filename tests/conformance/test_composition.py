@@ -292,6 +292,20 @@ def test_a_replay_with_learning_starts_in_a_round_robin_with_its_store_flow(back
         assert abs(sampled - intensity * (stored - 4)) <= math.ceil(intensity) + 1
 
 
+def test_a_side_flow_that_catches_a_branch_up_unblocks_its_sibling(backend: str) -> None:
+    """The two-trainer shape before learning_starts: one branch needs more items than
+    max_lag allows ahead; the other branch's side flow (a store, inside an alongside whose
+    main flow is not ready) catches up and the alongside answers not ready — the union must
+    ask the first branch again, not declare a deadlock."""
+    replay = rxrl.actors(Replay, 1, learning_starts=1000)  # never ready in this test
+    a, b = ops.split(rxrl.from_iterable(range(40)), 2, max_lag=2)
+    batches = a | ops.window(5)
+    dqn = ops.alongside(rxrl.from_actors(replay, Replay.sample) | ops.gather(),
+                        b | ops.call(replay, Replay.add) | ops.map(lambda n: (n, n)))
+    plan = ops.union(batches, dqn, mode="async") | ops.take(3)
+    assert collect(plan, backend) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
+
+
 def test_no_input_can_move_is_a_deadlock_error_naming_the_blocked_actor(backend: str) -> None:
     """A not-ready source that nothing feeds any more: the run ends with DeadlockError (on
     every backend, without waiting for a timeout) after the items that could flow."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from rxrl import graph as g
 from rxrl.backends.engine.stream import Runtime, Stream
-from rxrl.backends.kernels import Tee, Turns, round_robin_next
+from rxrl.backends.kernels import Tee, Tried, Turns, round_robin_next
 from rxrl.ready import END, NOT_READY
 
 
@@ -56,8 +56,8 @@ class Zip(Stream):
 class RoundRobin(Stream):
     """``weights[i]`` items from input i in turn (see ``kernels.Turns``); ended inputs drop out."""
 
-    def __init__(self, node: g.Union, inputs: list[Stream]) -> None:
-        self._node = node
+    def __init__(self, rt: Runtime, node: g.Union, inputs: list[Stream]) -> None:
+        self._rt, self._node = rt, node
         self.feeds = inputs
         self._turns = Turns(node.weights)
 
@@ -65,7 +65,7 @@ class RoundRobin(Stream):
         return self.feeds[i].pull()
 
     def pull(self) -> Any:
-        return round_robin_next(self._turns, self._pull, self._node.emits)
+        return round_robin_next(self._turns, self._pull, self._node.emits, self._rt.clock)
 
     def ready(self) -> bool:
         return not self._turns.live or self.feeds[self._turns.current()].ready()
@@ -90,6 +90,8 @@ class AsyncUnion(Stream):
         self.feeds = inputs
         self._live = list(range(len(inputs)))
         self._last = -1
+        #: inputs not ready since the clock last moved (kept across pulls, as the reference does)
+        self._tried = Tried(rt.clock)
 
     def _pick(self, candidates: list[int]) -> int | None:
         for i in sorted(candidates, key=lambda i: (i <= self._last, i)):
@@ -99,8 +101,7 @@ class AsyncUnion(Stream):
         return None
 
     def pull(self) -> Any:
-        tried: set[int] = set()  # not ready since the last progress
-        rt = self._rt
+        rt, tried = self._rt, self._tried
         while self._live:
             seen = rt.generation
             candidates = [i for i in self._live if i not in tried]
@@ -115,9 +116,7 @@ class AsyncUnion(Stream):
             x = self.feeds[i].pull()
             if x is NOT_READY:
                 tried.add(i)
-                continue
-            tried.clear()
-            if x is END:
+            elif x is END:
                 self._live.remove(i)
             elif self._node.emits(i):
                 return x
@@ -134,7 +133,7 @@ class Split(Tee):
     """A split's tee over its source stream; ``Branch`` streams read it."""
 
     def __init__(self, rt: Runtime, nid: int, node: g.Split, source: Stream) -> None:
-        super().__init__(node.n, node.max_lag)
+        super().__init__(node.n, node.max_lag, rt.clock)
         self.rt, self.nid, self.node, self.source = rt, nid, node, source
         self.wanted = [False] * node.n
         for i in range(node.n):

@@ -64,7 +64,7 @@ def _zip(rt: Runtime, node: g.Zip, nid: int, ins: list[Any]) -> Stream:
 def _union(rt: Runtime, node: g.Union, nid: int, ins: list[Any]) -> Stream:
     inputs = [driver(x) for x in ins]
     if node.mode == "round_robin":
-        return RoundRobin(node, inputs)
+        return RoundRobin(rt, node, inputs)
     return AsyncUnion(rt, nid, node, inputs)
 
 

@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 from rxrl import graph as g
 from rxrl.actors import ActorGroup
 from rxrl.backends.common import Blocked, Options, Reporter
+from rxrl.backends.kernels import Clock
 from rxrl.errors import DeadlockError
 from rxrl.ready import END, NOT_READY
 
@@ -95,6 +96,8 @@ class Runtime(abc.ABC):
     report: Reporter
     blocked: Blocked
     options: Options
+    #: ticks at what may make a not-ready stream ready (split takes, calls and broadcasts)
+    clock: Clock
     #: calls and broadcasts submitted per actor (group key, index)
     effects: dict[tuple[str, int], int]
 
@@ -106,6 +109,7 @@ class Runtime(abc.ABC):
         """Count one more call or broadcast to an actor; the new count."""
         key = (group.key, index)
         count = self.effects[key] = self.effects.get(key, 0) + 1
+        self.clock.tick()
         return count
 
     @abc.abstractmethod
@@ -176,12 +180,15 @@ def outputs(rt: Runtime, root: Stream) -> Iterator[Any]:
     """The plain values of the run's root stream; waits while work is in flight and the root
     is not ready, and raises ``DeadlockError`` when nothing is (no input can ever move)."""
     root.want()
+    clock = rt.clock
     while True:
-        seen = rt.generation
+        seen, ticks = rt.generation, clock.ticks
         x = root.pull()
         if x is END:
             return
         if x is NOT_READY:
+            if clock.ticks != ticks:
+                continue  # something moved on the way (a side flow): ask again
             if rt.in_flight():
                 rt.wait_for_change(seen, "the run's output")
                 continue

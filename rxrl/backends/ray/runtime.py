@@ -19,6 +19,7 @@ from rxrl.actors import ActorGroup, Tagged
 from rxrl.backends import common
 from rxrl.backends.common import Blocked, Reporter
 from rxrl.backends.engine.stream import Request, Runtime, Shard
+from rxrl.backends.kernels import Clock
 from rxrl.backends.ray.host import Chain, Failure, MemberSpec, dumps
 from rxrl.backends.ray.members import (
     POOL,
@@ -125,6 +126,7 @@ class RayRuntime(Runtime):
     def __init__(self, recorder: Recorder, on_event: EventSink | None, options: Options) -> None:
         self.report = Reporter(recorder, on_event)
         self.blocked = Blocked()
+        self.clock = Clock()
         self.options: Options = options
         self.effects: dict[tuple[str, int], int] = {}
         self.run_id = uuid.uuid4().hex[:12]

@@ -30,6 +30,7 @@ from rxrl.backends.common import Blocked, Reporter, creation_error, operator_err
 from rxrl.backends.engine.stream import Request
 from rxrl.backends.engine.stream import Runtime as EngineRuntime
 from rxrl.backends.engine.stream import Shard as EngineShard
+from rxrl.backends.kernels import Clock
 from rxrl.backends.rx.stream import Closed, Failure, Stream
 from rxrl.errors import WaitTimeoutError
 from rxrl.events import EventSink
@@ -174,6 +175,7 @@ class Runtime(EngineRuntime):
     def __init__(self, recorder: Recorder, on_event: EventSink | None, options: Options) -> None:
         self.report = Reporter(recorder, on_event)
         self.blocked = Blocked()
+        self.clock = Clock()
         self.options: Options = options
         self.effects: dict[tuple[str, int], int] = {}
         self.closed = False

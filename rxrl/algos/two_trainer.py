@@ -56,9 +56,10 @@ class TwoTrainer(MultiAgentSettings):
     call; the epsilon clock is each worker's count of DQN-agent transitions.
 
     One branch may run at most ``max_lag`` rounds ahead of the other (the split's bound;
-    default: the rounds of one PPO batch, the least that lets PPO's batch fill while the DQN
-    branch waits for ``learning_starts``). So PPO trains on rounds sampled at most one PPO
-    update earlier (on-policy when the PPO branch leads, one update stale when DQN does).
+    default: the rounds of one PPO batch). So PPO trains on rounds sampled at most one PPO
+    update earlier (on-policy when the PPO branch leads, one update stale when DQN does). A
+    smaller bound makes the branches take turns more closely (the DQN branch's store flow
+    catches the split up while its replay waits for ``learning_starts``).
     """
 
     num_envs_per_worker: int = attrs.field(default=4, validator=int_at_least(1))
@@ -75,12 +76,6 @@ class TwoTrainer(MultiAgentSettings):
         if not self.dqn_policies or not all(isinstance(p, str) and p for p in self.dqn_policies):
             raise ValueError(f"TwoTrainer.dqn_policies must name at least one policy, "
                              f"got {self.dqn_policies!r}")
-        if self.max_lag is not None and self.max_lag < self.rounds_per_batch:
-            raise ValueError(
-                f"TwoTrainer.max_lag ({self.max_lag}) must be at least the rounds of one PPO batch "
-                f"({self.rounds_per_batch} = train_batch_size {self.train_batch_size} / round "
-                f"{self.round_size}): the PPO branch could not fill its batch while the DQN branch "
-                "waits for learning_starts")
 
     @property
     def rounds_per_batch(self) -> int:

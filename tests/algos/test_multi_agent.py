@@ -67,9 +67,13 @@ def test_dqn_trains_only_once_the_replay_holds_learning_starts() -> None:
     assert first_dqn.env_steps_sampled >= 32 and records[0].policy_train.keys() == {"cartpole_0"}
 
 
-def test_a_max_lag_below_one_ppo_batch_is_refused_naming_the_setting() -> None:
-    with pytest.raises(ValueError, match=r"TwoTrainer.max_lag \(1\) must be at least the rounds of one PPO"):
-        small_two_trainer(max_lag=1)
+def test_a_split_lag_below_one_ppo_batch_runs_both_learners() -> None:
+    """With max_lag=1 the PPO branch cannot fill its batch alone: the DQN branch's store flow
+    must catch the split up (while its replay waits for learning_starts) and the PPO branch be
+    asked again — both learners train, no DeadlockError."""
+    records, _ = _run(two_trainer.plan(small_two_trainer(max_lag=1)), "reference", 24)
+    trained = {p for r in records for p in r.policy_train}
+    assert trained == {"cartpole_0", "cartpole_1"}
 
 
 @pytest.mark.timeout(180)

@@ -38,7 +38,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     cli_train.add_arguments(sub.add_parser(
-        "train", help="train an algorithm (ppo, a2c, a3c, impala, appo, ma-ppo, two-trainer, maml) on an env",
+        "train", help="train an algorithm (ppo, a2c, a3c, impala, appo, dqn, apex, ma-ppo, two-trainer, "
+                      "maml) on an env",
         description="Train ALGO on ENV; progress on stderr; metrics.csv, TensorBoard files, "
                     "checkpoints and summary.json in the run directory."))
     cli_tools.add_show_arguments(sub.add_parser("show", help="print an algorithm's plan as a graph"))

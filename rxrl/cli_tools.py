@@ -32,7 +32,8 @@ from rxrl.rl import make_policy
 
 def add_show_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rxrl show``."""
-    p.add_argument("algo", help="algorithm: ppo | a2c | a3c | impala | appo | ma-ppo | two-trainer | maml")
+    p.add_argument("algo", help="algorithm: ppo | a2c | a3c | impala | appo | dqn | apex | ma-ppo | "
+                                 "two-trainer | maml")
     p.add_argument("--format", default="text", help="text (default) | dot | mermaid")
     p.add_argument("--env", help="gymnasium env id (default CartPole-v1)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
@@ -66,17 +67,25 @@ def evaluate(args: argparse.Namespace) -> int:
         raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
     ckpt = load_checkpoint(args.checkpoint)
     config = ckpt.config
-    if ckpt.algo.check_env is not None:  # a multi-agent checkpoint: its policies are per agent
+    act: Any
+    if ckpt.algo.greedy is not None:  # not an actor-critic: the algorithm's own (DQN: argmax Q)
+        try:
+            act = ckpt.algo.greedy(config, ckpt.learner_state)
+        except ValueError as e:
+            raise ValueError(f"corrupt checkpoint {ckpt.path}: {e}") from e
+    elif ckpt.algo.check_env is not None:  # a multi-agent checkpoint: its policies are per agent
         raise ValueError(f"rxrl eval does not run {ckpt.algo.name} checkpoints yet; the run's metrics.csv "
                          "has every agent's episode returns (agent/<id>/episode_return_mean)")
-    spaces = env_spaces(config, ckpt.algo.name)
-    policy = make_policy(spaces.observation, spaces.action, config.policy, config.seed)
-    try:
-        policy.load_state_dict(ckpt.learner_state["policy"])
-    except (RuntimeError, KeyError, TypeError) as e:
-        raise ValueError(f"corrupt checkpoint {ckpt.path}: the policy does not fit its config "
-                         f"({' '.join(str(e).split())[:200]})") from e
-    returns = episode_returns(config.env, dict(config.env_kwargs), policy.act, args.episodes, args.seed)
+    else:
+        spaces = env_spaces(config, ckpt.algo.name)
+        policy = make_policy(spaces.observation, spaces.action, config.policy, config.seed)
+        try:
+            policy.load_state_dict(ckpt.learner_state["policy"])
+        except (RuntimeError, KeyError, TypeError) as e:
+            raise ValueError(f"corrupt checkpoint {ckpt.path}: the policy does not fit its config "
+                             f"({' '.join(str(e).split())[:200]})") from e
+        act = policy.act
+    returns = episode_returns(config.env, dict(config.env_kwargs), act, args.episodes, args.seed)
     print(f"{ckpt.algo.name} {config.env}: mean return {np.mean(returns):.1f} ± {np.std(returns):.1f} "
           f"over {len(returns)} greedy episodes (min {min(returns):.1f}, max {max(returns):.1f})")
     return 0

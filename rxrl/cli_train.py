@@ -57,7 +57,8 @@ WORKER_RESTARTS = 3
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rxrl train``."""
-    p.add_argument("algo", help="algorithm: ppo | a2c | a3c | impala | appo | ma-ppo | two-trainer | maml")
+    p.add_argument("algo", help="algorithm: ppo | a2c | a3c | impala | appo | dqn | apex | ma-ppo | "
+                                 "two-trainer | maml")
     p.add_argument("--env", help="gymnasium env id, or module:Env-v0 to import module first; for "
                                  "ma-ppo/two-trainer a PettingZoo env: MultiCartPole-v0, "
                                  "mpe2.simple_spread_v3 (default: the algorithm's)")
@@ -100,8 +101,9 @@ def configure(args: argparse.Namespace) -> tuple[Algorithm, RolloutSettings, Che
     else:
         env = args.env or algo.config().env
         config = _settings(algo.config(), {"env": env, **algo.tuned.get(env, {})}, "tuned setting")
-        if "lr_decay_steps" in paths(algo.config):  # a schedule spans the run's budget
-            config = _settings(config, {"lr_decay_steps": budget(args, algo)}, "--steps")
+        for spans in ("lr_decay_steps", *algo.budget_settings):  # a schedule spans the run's budget
+            if spans in paths(algo.config):
+                config = _settings(config, {spans: budget(args, algo)}, "--steps")
     config = _settings(config, {k: v for k, v in flags.items() if v is not None}, "option")
     config = _settings(config, overrides, "--set")
     if algo.check_env is not None:  # not a single-agent gymnasium env (multi-agent)

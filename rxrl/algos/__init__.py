@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import attrs
 
-from rxrl.algos import a2c, a3c, appo, impala, maml, multi_agent, ppo, two_trainer
+from rxrl.algos import a2c, a3c, apex, appo, dqn, impala, maml, multi_agent, ppo, qlearning, two_trainer
 from rxrl.algos.common import Groups, RolloutSettings, Start
 from rxrl.plan import Plan
 from rxrl.rl import Metrics
@@ -48,6 +48,13 @@ class Algorithm:
     #: ``snapshot(groups)`` is an operator that attaches every learner's state to a due
     #: `Snapshot`; None: ``call(groups.learner, snapshot_if_due)``
     snapshot: Callable[[Any], Any] | None = None
+    #: ``rxrl eval``'s greedy policy of a checkpoint, for learners whose policy is not an
+    #: actor-critic: ``greedy(config, learner_state) -> act(obs_batch, deterministic=True)``
+    #: returning ``(actions, _, _)``; None: the config's actor-critic
+    greedy: Callable[[Any, Mapping[str, Any]], Callable[..., Any]] | None = None
+    #: settings that ``rxrl train`` sets to ``--steps`` (schedules over the run), besides
+    #: ``lr_decay_steps``
+    budget_settings: tuple[str, ...] = ()
 
     def build(self, config: RolloutSettings, start: Start | None = None) -> tuple[Plan[Metrics], Groups[Any]]:
         """The plan and its actors, so that a caller can add operators naming the learner."""
@@ -78,6 +85,14 @@ ALGORITHMS: Mapping[str, Algorithm] = {
                              check_env=two_trainer.check, snapshot=two_trainer.snapshot),
     "maml": Algorithm("maml", maml.MAML, maml.plan, cast(Any, maml.groups), 12_000_000, maml.TUNED,
                       "model-agnostic meta-learning (policy-gradient inner step on the workers)"),
+    "dqn": Algorithm("dqn", dqn.DQN, dqn.plan, cast(Any, dqn.groups), 100_000, dqn.TUNED,
+                     "deep Q-learning (double, n-step) from a replay actor at a fixed training intensity",
+                     check_env=qlearning.check("dqn"), snapshot=qlearning.snapshot(1),
+                     greedy=qlearning.greedy, budget_settings=("exploration_steps",)),
+    "apex": Algorithm("apex", apex.ApeX, apex.plan, cast(Any, apex.groups), 200_000, apex.TUNED,
+                      "Ape-X DQN: asynchronous epsilon-greedy workers, prioritized replay shards, "
+                      "a pipelined learner", check_env=qlearning.check("apex"),
+                      snapshot=qlearning.snapshot(4), greedy=qlearning.greedy),
 }
 
 
@@ -89,5 +104,5 @@ def get(name: str) -> Algorithm:
         raise ValueError(f"unknown algorithm {name!r}; choose one of {sorted(ALGORITHMS)}") from None
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "a2c", "a3c", "appo", "get", "impala", "maml", "multi_agent", "ppo",
-           "two_trainer"]
+__all__ = ["ALGORITHMS", "Algorithm", "a2c", "a3c", "apex", "appo", "dqn", "get", "impala", "maml",
+           "multi_agent", "ppo", "qlearning", "two_trainer"]

@@ -6,7 +6,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 import attrs
 import numpy as np
@@ -34,8 +34,6 @@ class Episodes(Protocol):
         """Env transitions stepped to produce the batch."""
         ...
 
-
-E = TypeVar("E", bound=Episodes)
 
 
 @attrs.frozen
@@ -142,14 +140,18 @@ class MetricsAccumulator:
         self._sampled = self._last_sampled = self._trained = self._episodes = 0
         self._iteration = 0
 
-    def observe_samples(self, batch: E) -> E:
-        """Record the batch's episodes and env steps; return the batch unchanged (any
-        `Episodes`: a `SampleBatch`, a `TransitionBatch`, or their rows-free summaries)."""
+    def observe_samples(self, batch: SampleBatch) -> SampleBatch:
+        """Record the batch's episodes and env steps; return the batch unchanged."""
+        self.observe_episodes(batch)
+        return batch
+
+    def observe_episodes(self, batch: Episodes) -> None:
+        """Record the episodes and env steps of any `Episodes`: a `SampleBatch`, a
+        `TransitionBatch`, or a rows-free summary of either."""
         self._returns.extend(batch.episode_returns.tolist())
         self._lengths.extend(batch.episode_lengths.tolist())
         self._episodes += len(batch.episode_returns)
         self._sampled += batch.env_steps
-        return batch
 
     def observe_train(self, train: TrainMetrics) -> Metrics:
         """Record a learner report and return the cumulative record for this iteration."""

@@ -1,0 +1,71 @@
+"""DQN: workers store rounds in a replay actor; the learner trains from it at a fixed training intensity."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+import rxrl
+from rxrl import ops
+from rxrl.algos.common import Start, int_at_least
+from rxrl.algos.qlearning import QGroups, QSettings, env_spaces_of, make_q_groups
+from rxrl.algos.qsteps import QProgress, sample_batches, set_q_weights, store_round, train_on_batches
+from rxrl.rl import LinearSchedule, Metrics, QRolloutWorker, epsilon_schedule
+
+
+@attrs.frozen(kw_only=True)
+class DQN(QSettings):
+    """Deep Q-learning (the worker, learner and replay settings are in `QSettings`).
+
+    Every round, each of the ``num_workers`` workers samples one fragment with the current
+    weights, epsilon-greedily (epsilon from ``learner.epsilon_start`` to ``epsilon_end``
+    over ``learner.exploration_fraction`` of ``exploration_steps`` env steps; ``rxrl train``
+    sets it to ``--steps``), and the round is stored in the replay. Once it holds
+    ``learner.replay.learning_starts`` transitions, the learner takes ``updates_per_call``
+    steps per call on replayed batches, ``calls_per_round`` calls per round (the training
+    intensity), and the new weights reach every worker before its next fragment.
+    """
+
+    exploration_steps: int = attrs.field(default=100_000, validator=int_at_least(1))
+
+    def epsilon(self, index: int) -> LinearSchedule:
+        """Worker ``index``'s epsilon, by its own env steps (each takes its share of the decay)."""
+        c = self.learner
+        return epsilon_schedule(c.epsilon_start, c.epsilon_end, c.exploration_fraction,
+                                self.exploration_steps, self.num_workers)
+
+    @property
+    def calls_per_round(self) -> float:
+        """Learner calls per round: the round-robin weight of the train flow."""
+        return self.calls_per(self.round_size)
+
+
+def groups(config: DQN, start: Start | None = None) -> QGroups:
+    """The plan's actors: ``num_workers`` workers, one `DQNLearner`, one replay shard."""
+    env_spaces_of(config, "dqn")
+    return make_q_groups(config, config.epsilon, start)
+
+
+def plan(config: DQN, actors: QGroups | None = None) -> rxrl.Plan[Metrics]:
+    """DQN as a plan: one `Metrics` record per learner call, forever."""
+    g = actors or groups(config)
+    progress = QProgress()
+    store = (rxrl.from_actors(g.workers, QRolloutWorker.sample)   # Shards[TransitionBatch]: a fragment each
+             | ops.barrier()                                     # one round, all sampled with one weights
+             | ops.call(g.replay, store_round)                   # into the replay; episodes come back
+             | ops.map(progress.observe_stored_round))           # env steps, episodes
+    train = (rxrl.from_actors(g.replay, sample_batches(config.updates_per_call))  # or NOT_READY
+             | ops.gather()                                      # (until learning_starts)
+             | ops.call(g.learner, train_on_batches)             # a step per batch; target by steps
+             | ops.broadcast(g.workers, set_q_weights)           # reaches every worker before it samples
+             | ops.map(progress.observe_trained))                # Metrics
+    return ops.alongside(train, store, weights=[config.calls_per_round, 1])  # the training intensity
+
+
+#: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies
+#: them for that env; ``--set`` overrides them).
+TUNED: Mapping[str, Mapping[str, Any]] = {}
+
+__all__ = ["DQN", "TUNED", "groups", "plan"]

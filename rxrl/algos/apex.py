@@ -35,7 +35,8 @@ class ApeX(QSettings):
     i / (N - 1))`` and keeps ``max_in_flight`` samples under way; each sample is stored in
     one of ``num_shards`` prioritized replay shards (in turn), and its worker gets the
     learner's current weights once ``max_weight_sync_delay`` of its env steps passed since
-    its last ones. Shards answer in completion order; the learner, ``learner_queue`` calls
+    its last ones (1, the default: after every sample, as ``bench/dqn_loop.py --apex`` was
+    tuned). Shards answer in completion order; the learner, ``learner_queue`` calls
     ahead, takes ``updates_per_call`` steps on one shard's batches per call and the new
     priorities go back to that shard. ``calls_per_sample`` learner calls per sample keep the
     training intensity. A record is reported every ``report_every`` learner calls, with the
@@ -44,7 +45,7 @@ class ApeX(QSettings):
 
     num_shards: int = attrs.field(default=2, validator=int_at_least(1))
     max_in_flight: int = attrs.field(default=2, validator=int_at_least(1))
-    max_weight_sync_delay: int = attrs.field(default=16, validator=int_at_least(1))
+    max_weight_sync_delay: int = attrs.field(default=1, validator=int_at_least(1))
     learner_queue: int = attrs.field(default=2, validator=int_at_least(1))
     updates_per_call: int = attrs.field(default=4, validator=int_at_least(1))
     report_every: int = attrs.field(default=8, validator=int_at_least(1))

@@ -58,7 +58,9 @@ class QSettings(RolloutSettings):
     ``learner.gamma``. The learner (`DQNLearner`, settings ``learner``, its replay
     ``learner.replay`` and network ``learner.q_net``) takes ``updates_per_call`` optimizer
     steps per call, each on a batch of its own; the plans replay
-    ``learner.training_intensity`` transitions per env step sampled, exactly.
+    ``learner.training_intensity`` transitions per env step sampled, exactly, counting env
+    steps as vector-env steps times envs (an autoreset step, which only resets a finished
+    sub-env and yields no transition, counts: the intensity is a fixed round-robin weight).
 
     ``gamma``, ``lam`` and ``policy`` of `RolloutSettings` do not apply here: setting one is
     an error that names the setting to use. The learner trains on the CPU.

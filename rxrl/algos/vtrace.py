@@ -31,7 +31,6 @@ from rxrl.algos.common import (
     Start,
     env_spaces,
     episodes_of,
-    float_in,
     int_at_least,
     make_groups,
     optional,
@@ -51,13 +50,12 @@ class VTraceSettings(RolloutSettings):
     the learner trains once ``train_batch_size`` transitions of whole fragments arrived, and a
     worker is sent new weights with the reply to its next fragment once ``broadcast_interval``
     updates passed since its last ones. ``gamma`` and ``lam`` are V-trace's discount and trace
-    coefficient (the workers compute no advantages). The learning rate decays linearly from
-    ``learner.lr`` to 0 over ``lr_decay_steps`` trained transitions (``rxrl train`` sets it
-    to ``--steps``); None keeps it constant.
+    coefficient (``c = lam * min(c_clip, ratio)``; the workers compute no advantages). The
+    learning rate decays linearly from ``learner.lr`` to 0 over ``lr_decay_steps`` trained
+    transitions (``rxrl train`` sets it to ``--steps``); None keeps it constant.
     """
 
-    lam: float = attrs.field(default=1.0, validator=float_in(0.0, 1.0))
-    max_in_flight: int = attrs.field(default=2, validator=int_at_least(1))
+    max_in_flight: int = attrs.field(default=1, validator=int_at_least(1))
     train_batch_size: int = attrs.field(default=512, validator=int_at_least(1))
     broadcast_interval: int = attrs.field(default=1, validator=int_at_least(1))
     lr_decay_steps: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))

@@ -12,7 +12,8 @@ import rxrl
 from rxrl.algos import get
 
 #: algorithm -> (env steps, mean return over the last 100 episodes that it must reach)
-BUDGETS = {"ppo": (30_000, 150.0), "a2c": (40_000, 100.0), "a3c": (40_000, 100.0)}
+BUDGETS = {"ppo": (30_000, 150.0), "a2c": (40_000, 100.0), "a3c": (40_000, 100.0),
+           "impala": (20_000, 100.0), "appo": (20_000, 100.0)}
 
 
 @pytest.mark.parametrize("name", sorted(BUDGETS))

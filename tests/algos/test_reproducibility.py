@@ -20,6 +20,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "ppo": {**SMALL, "train_batch_size": 96, "learner.minibatch_size": 32, "learner.num_epochs": 2},
     "a2c": {**SMALL, "train_batch_size": 64},
     "a3c": {**SMALL, "max_in_flight": 2},
+    "impala": {**SMALL, "train_batch_size": 64, "learner.minibatch_size": 32, "max_in_flight": 2},
+    "appo": {**SMALL, "train_batch_size": 64, "learner.minibatch_size": 32, "max_in_flight": 2},
 }
 
 
@@ -41,7 +43,7 @@ def run(name: str, seed: int, iterations: int = 4,
     return records, weights
 
 
-@pytest.mark.parametrize("name", ["ppo", "a2c", "a3c"])
+@pytest.mark.parametrize("name", ["ppo", "a2c", "a3c", "impala", "appo"])
 def test_a_run_is_reproducible_from_its_seed(name: str) -> None:
     records, weights = run(name, seed=3)
     again, weights_again = run(name, seed=3)
@@ -51,7 +53,7 @@ def test_a_run_is_reproducible_from_its_seed(name: str) -> None:
     assert records[-1]["train/num_updates"] >= 1 and records[-1]["env_steps_sampled"] > 0
 
 
-@pytest.mark.parametrize("name", ["ppo", "a3c"])
+@pytest.mark.parametrize("name", ["ppo", "a3c", "impala"])
 def test_another_seed_gives_another_run(name: str) -> None:
     records, weights = run(name, seed=3)
     other, other_weights = run(name, seed=4)
@@ -59,9 +61,10 @@ def test_another_seed_gives_another_run(name: str) -> None:
     assert not all(np.array_equal(weights[k], other_weights[k]) for k in weights)
 
 
-def test_a3c_under_a_random_schedule_is_reproduced_by_its_trace() -> None:
-    algo = get("a3c")
-    config = with_settings(algo.config(), CONFIGS["a3c"])
+@pytest.mark.parametrize("name", ["a3c", "impala", "appo"])
+def test_an_asynchronous_run_under_a_random_schedule_is_reproduced_by_its_trace(name: str) -> None:
+    algo = get(name)
+    config = with_settings(algo.config(), CONFIGS[name])
 
     def records(schedule: rxrl.Schedule | rxrl.Trace) -> tuple[list[dict[str, float]], rxrl.Trace]:
         """Six records under ``schedule``, and the run's trace."""

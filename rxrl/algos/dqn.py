@@ -9,10 +9,15 @@ import attrs
 
 import rxrl
 from rxrl import ops
-from rxrl.algos.common import Start, int_at_least
+from rxrl.algos.common import Start, instance_of, int_at_least
 from rxrl.algos.qlearning import QGroups, QSettings, env_spaces_of, make_q_groups
 from rxrl.algos.qsteps import QProgress, sample_batches, set_q_weights, store_round, train_on_batches
-from rxrl.rl import LinearSchedule, Metrics, QRolloutWorker, epsilon_schedule
+from rxrl.rl import DQNConfig, LinearSchedule, Metrics, QRolloutWorker, epsilon_schedule
+
+#: The learner settings `DQN` starts from: `DQNConfig()` (tuned in a plain loop, docs/rl.md)
+#: with the target net copied every 50 optimizer steps instead of 100, which reaches 475
+#: within 100k env steps on seeds 0-2 through the plan (docs/algorithms.md has the sweep).
+LEARNER = DQNConfig(target_update_interval=50)
 
 
 @attrs.frozen(kw_only=True)
@@ -29,6 +34,7 @@ class DQN(QSettings):
     """
 
     exploration_steps: int = attrs.field(default=100_000, validator=int_at_least(1))
+    learner: DQNConfig = attrs.field(default=LEARNER, validator=instance_of(DQNConfig))
 
     def epsilon(self, index: int) -> LinearSchedule:
         """Worker ``index``'s epsilon, by its own env steps (each takes its share of the decay)."""
@@ -68,4 +74,4 @@ def plan(config: DQN, actors: QGroups | None = None) -> rxrl.Plan[Metrics]:
 #: them for that env; ``--set`` overrides them).
 TUNED: Mapping[str, Mapping[str, Any]] = {}
 
-__all__ = ["DQN", "TUNED", "groups", "plan"]
+__all__ = ["DQN", "LEARNER", "TUNED", "groups", "plan"]

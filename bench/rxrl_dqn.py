@@ -1,0 +1,89 @@
+"""rxrl's DQN plan (`rxrl.algos.dqn`), or its Ape-X plan (``--apex``), with the matched settings.
+
+The plan is exactly the algorithm's ``plan``; only its config comes from `Matched`. Ray is
+started here with the hand-written loops' arguments, before `rxrl.run` (which then reuses
+it), so every system pays the same start-up; training time starts once the plan's actors
+are constructed.
+
+Run alone: ``python bench/rxrl_dqn.py --budget-steps 50000 --seed 0 [--apex] [--backend ray|rx|reference]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import attrs
+import dqn_settings as d
+import ppo_settings as s
+import ray
+
+import rxrl
+from rxrl.algos import apex, dqn
+from rxrl.rl import DQNConfig, QNetConfig, ReplayConfig
+
+
+def learner(m: d.Matched, prioritized: bool) -> DQNConfig:
+    """The matched settings as rxrl's learner config (its replay prioritized for Ape-X)."""
+    return DQNConfig(lr=m.lr, gamma=m.gamma, n_step=m.n_step, max_grad_norm=m.max_grad_norm,
+                     target_update_interval=m.target_update_interval,
+                     training_intensity=m.training_intensity, epsilon_start=m.epsilon_start,
+                     epsilon_end=m.epsilon_end, exploration_fraction=m.exploration_fraction,
+                     replay=ReplayConfig(capacity=m.capacity, batch_size=m.batch_size,
+                                         learning_starts=m.learning_starts, prioritized=prioritized),
+                     q_net=QNetConfig(hidden_sizes=m.hidden))
+
+
+def dqn_config(m: d.Matched, seed: int) -> dqn.DQN:
+    """The matched settings as rxrl's `DQN` config."""
+    return dqn.DQN(env=m.env, seed=seed, num_workers=m.num_workers, num_envs_per_worker=m.envs_per_worker,
+                   fragment_length=m.fragment_length, exploration_steps=m.exploration_steps,
+                   learner=learner(m, prioritized=False))
+
+
+def apex_config(m: d.Matched, seed: int) -> apex.ApeX:
+    """The matched settings as rxrl's `ApeX` config (its other settings: `ApeX`'s defaults)."""
+    return apex.ApeX(env=m.env, seed=seed, num_workers=m.num_workers, num_envs_per_worker=m.envs_per_worker,
+                     fragment_length=m.fragment_length, learner=learner(m, prioritized=True))
+
+
+def run(m: d.Matched, seed: int, budget_steps: int, backend: str = "ray", use_apex: bool = False,
+        stop_at_target: bool = False) -> s.RunRecord:
+    """Train until `budget_steps` env steps were sampled; return the record of the run."""
+    name = ("rxrl-apex" if use_apex else "rxrl") + ("" if backend == "ray" else f"-{backend}")
+    record = s.RunRecord(name, seed, budget_steps, attrs.asdict(m),
+                         versions=s.versions(["rxrl", "ray", "torch", "gymnasium", "numpy", "reactivex"]))
+    plan = apex.plan(apex_config(m, seed)) if use_apex else dqn.plan(dqn_config(m, seed))
+    if backend == "ray":
+        s.clean_ray_env()
+        ray.init(**s.RAY_INIT)
+    try:
+        with rxrl.run(plan, backend=backend) as running:
+            record.setup_s = s.since_start()
+            start = time.perf_counter()
+            for metrics in running:
+                if metrics.train is not None:
+                    record.learner_s += metrics.train.learner_time_s
+                record.add(time.perf_counter() - start, metrics.env_steps_sampled, metrics.env_steps_trained,
+                           metrics.episode_return_mean)
+                if d.done(record, stop_at_target):
+                    break
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    return record
+
+
+def main(argv: list[str]) -> None:
+    """Run once and print the summary line (and write JSON with ``--out``)."""
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--backend", default="ray", choices=["ray", "rx", "reference"])
+        parser.add_argument("--apex", action="store_true", help="the Ape-X plan")
+
+    d.runner_main(argv, __doc__ or "", lambda a, m: run(m, a.seed, a.budget_steps, a.backend, a.apex,
+                                                        a.stop_at_target), arguments)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

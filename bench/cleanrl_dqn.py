@@ -23,6 +23,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -175,8 +176,11 @@ class NStep:
         rb.add(obs, action, ret, next_obs, 0.0 if terminated else self.gamma ** (len(window) + 1))
 
 
-def run(args: Args) -> dict[str, Any]:
-    """Train for `total_timesteps` env steps or until the target; the record of the run."""
+def run(args: Args, progress: Callable[[float, int, int, float], object] | None = None) -> dict[str, Any]:
+    """Train for `total_timesteps` env steps or until the target; the record of the run.
+
+    `progress(seconds, env_steps, transitions_trained, mean_return)` is called every 512 env
+    steps (bench/dqn_cartpole.py draws the learning curve from it)."""
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -229,8 +233,12 @@ def run(args: Args) -> dict[str, Any]:
         episode_return[done] = 0.0
         obs = next_obs
         steps += args.num_envs
+        if progress is not None and steps % 512 < args.num_envs:
+            mean = float(np.mean(returns)) if returns else math.nan
+            progress(time.perf_counter() - start, steps, trained * args.batch_size, mean)
         if len(returns) == 100 and np.mean(returns) >= 475.0:
-            reached = {"env_steps": steps, "wall_s": time.perf_counter() - start}
+            reached = {"env_steps": steps, "wall_s": time.perf_counter() - start,
+                       "mean100": float(np.mean(returns))}
         if steps < args.learning_starts:
             continue
         sampled_ready += args.num_envs

@@ -43,6 +43,8 @@ TARGETS = {
     "ppo-pendulum": Target("ppo", "Pendulum-v1", 200_000, -250.0),
     "a2c-cartpole": Target("a2c", "CartPole-v1", 200_000, 400.0),
     "a3c-cartpole": Target("a3c", "CartPole-v1", 200_000, 400.0),
+    "dqn-cartpole": Target("dqn", "CartPole-v1", 100_000, 475.0),
+    "apex-cartpole": Target("apex", "CartPole-v1", 200_000, 475.0),
 }
 
 

@@ -28,8 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 RLLIB_ALGORITHM: dict[str, tuple[str, str]] = {
     "ppo": ("ray.rllib.algorithms.ppo.ppo", "PPO.training_step"),
     "impala": ("ray.rllib.algorithms.impala.impala", "IMPALA.training_step"),
-    "apex": ("ray.rllib.algorithms.dqn.dqn", "DQN.training_step"),
-    "dqn": ("ray.rllib.algorithms.dqn.dqn", "DQN.training_step"),
+    # DQN.training_step only dispatches to the new stack's (RLlib 2.60 has no Ape-X of its own:
+    # its Ape-X is DQN with several env runners and prioritized replay)
+    "apex": ("ray.rllib.algorithms.dqn.dqn", "DQN._training_step_new_api_stack"),
+    "dqn": ("ray.rllib.algorithms.dqn.dqn", "DQN._training_step_new_api_stack"),
 }
 
 #: the generic distributed-execution functions PPO.training_step calls
@@ -138,6 +140,11 @@ def main() -> None:
         print(f"- {line}")
     print(f"For comparison, PPO hand-written on Ray (bench/handwritten_ray_ppo.py: _train + "
           f"BatchLearner.train): {hand_lines} lines.")
+    apex = ROOT / "bench" / "handwritten_ray_apex.py"
+    apex_parts = ("_train", "Shard.store", "Shard.sample_batches", "Shard.update", "Learner.train_batches")
+    apex_lines = sum(function_lines(apex, f) or 0 for f in apex_parts)
+    print(f"Ape-X hand-written on Ray (bench/handwritten_ray_apex.py: {' + '.join(apex_parts)}): "
+          f"{apex_lines} lines.")
     print(f"rxrl's counterpart of the generic part, for scale: the whole Ray backend, "
           f"{rel(backend)}/*.py: {backend_lines} lines (shared by every plan).")
 

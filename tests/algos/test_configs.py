@@ -11,6 +11,7 @@ from rxrl.algos.a2c import A2C
 from rxrl.algos.a3c import A3C
 from rxrl.algos.configs import from_dict, parse_assignment, paths, resolve, to_dict, with_settings
 from rxrl.algos.ppo import PPO
+from rxrl.algos.qlearning import QSettings
 from rxrl.rl import A2CConfig, PolicyConfig, PPOConfig
 
 
@@ -52,10 +53,14 @@ def test_a_bad_a2c_or_a3c_setting_is_an_error_naming_the_field(
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_a_config_survives_a_round_trip_through_a_dict(name: str) -> None:
     cls = get(name).config
-    config = with_settings(cls(), {"policy.hidden_sizes": [32], "env_kwargs": {"max_episode_steps": 9},
+    net = "learner.q_net" if issubclass(cls, QSettings) else "policy"  # Q-learning has no policy
+    config = with_settings(cls(), {f"{net}.hidden_sizes": [32], "env_kwargs": {"max_episode_steps": 9},
                                    "seed": 7})
     data = to_dict(config)
-    assert data["policy"]["hidden_sizes"] == [32]  # JSON-able: tuples become lists
+    for part in net.split("."):
+        data = data[part]
+    assert data["hidden_sizes"] == [32]  # JSON-able: tuples become lists
+    data = to_dict(config)
     assert from_dict(cls, data) == config
     assert from_dict(cls, {}) == cls()
 

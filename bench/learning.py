@@ -4,6 +4,8 @@
     python bench/learning.py ppo-pendulum      # PPO Pendulum-v1 >= -250 within 200k steps
     python bench/learning.py a2c-cartpole      # A2C CartPole-v1 >= 400 within 200k steps
     python bench/learning.py a3c-cartpole      # A3C CartPole-v1 >= 400 within 200k steps
+    python bench/learning.py impala-cartpole   # IMPALA CartPole-v1 >= 450 within 300k steps (issue 12)
+    python bench/learning.py appo-cartpole     # APPO CartPole-v1 >= 475 within 200k steps (issue 12)
     python bench/learning.py all
 
 Each seed is one ``rxrl train ALGO --env ENV --seed S --steps BUDGET --target-return R`` (the
@@ -43,6 +45,8 @@ TARGETS = {
     "ppo-pendulum": Target("ppo", "Pendulum-v1", 200_000, -250.0),
     "a2c-cartpole": Target("a2c", "CartPole-v1", 200_000, 400.0),
     "a3c-cartpole": Target("a3c", "CartPole-v1", 200_000, 400.0),
+    "impala-cartpole": Target("impala", "CartPole-v1", 300_000, 450.0),
+    "appo-cartpole": Target("appo", "CartPole-v1", 200_000, 475.0),
     "dqn-cartpole": Target("dqn", "CartPole-v1", 100_000, 475.0),
     "apex-cartpole": Target("apex", "CartPole-v1", 200_000, 475.0),
 }

@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RLLIB_ALGORITHM: dict[str, tuple[str, str]] = {
     "ppo": ("ray.rllib.algorithms.ppo.ppo", "PPO.training_step"),
     "impala": ("ray.rllib.algorithms.impala.impala", "IMPALA.training_step"),
+    # on the new API stack APPO.training_step is IMPALA's (it returns super().training_step())
+    "appo": ("ray.rllib.algorithms.impala.impala", "IMPALA.training_step"),
     # DQN.training_step only dispatches to the new stack's (RLlib 2.60 has no Ape-X of its own:
     # its Ape-X is DQN with several env runners and prioritized replay)
     "apex": ("ray.rllib.algorithms.dqn.dqn", "DQN._training_step_new_api_stack"),

@@ -9,6 +9,7 @@ import attrs
 
 import rxrl
 from rxrl import ops
+from rxrl.algos import dqn
 from rxrl.algos.common import Start, float_in, instance_of, int_at_least
 from rxrl.algos.qlearning import QGroups, QSettings, env_spaces_of, make_q_groups
 from rxrl.algos.qsteps import (
@@ -22,9 +23,10 @@ from rxrl.algos.qsteps import (
 )
 from rxrl.rl import DQNConfig, Metrics, QRolloutWorker, ReplayConfig, apex_epsilon
 
-#: The learner settings `ApeX` starts from: `DQNConfig()` with prioritized replay
-#: (alpha 0.6, beta 0.4, as in the Ape-X paper).
-LEARNER = DQNConfig(replay=ReplayConfig(prioritized=True))
+#: The learner settings `ApeX` starts from: DQN's (`rxrl.algos.dqn.LEARNER`: the target net
+#: copied every 50 optimizer steps) with prioritized replay (alpha 0.6, beta 0.4, as in the
+#: Ape-X paper).
+LEARNER = attrs.evolve(dqn.LEARNER, replay=ReplayConfig(prioritized=True))
 
 
 @attrs.frozen(kw_only=True)

@@ -10,8 +10,9 @@ had) and the env steps sampled (the epsilon schedule's clock).
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 import gymnasium as gym
@@ -45,6 +46,8 @@ if TYPE_CHECKING:  # rxrl.cli_run imports the algorithms: the type only, to avoi
     from rxrl.cli_run import Snapshot
 
 #: the `RolloutSettings` fields the Q-learning plans do not read, and where the setting lives
+A = TypeVar("A")
+
 _NOT_HERE = {"gamma": "learner.gamma", "lam": "nothing (no GAE in Q-learning)",
              "policy": "learner.q_net"}
 
@@ -219,13 +222,35 @@ class QGroups:
     start: Start | None = None
 
 
+@attrs.frozen
+class Pickled(Generic[A]):
+    """A factory kept as its pickle, unpickled when called.
+
+    A `Tagged` item carries its actor group, and a group pickles with its factory; the Ape-X
+    plan sends ~10 tagged items across processes per sample, so a factory holding a config
+    (~1.2 KB, ~35 us to pickle and unpickle) would cost the driver a few per cent. As bytes
+    it costs a copy (see the final report of issue 11: a group could pickle by key alone).
+    """
+
+    blob: bytes
+
+    @staticmethod
+    def of(factory: Callable[[int], A]) -> Pickled[A]:
+        """``factory``, pickled once."""
+        return Pickled(pickle.dumps(factory))
+
+    def __call__(self, index: int) -> A:
+        factory: Callable[[int], A] = pickle.loads(self.blob)
+        return factory(index)
+
+
 def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSchedule],
                   start: Start | None, shards: int = 1) -> QGroups:
     """``num_workers`` workers (``epsilon(i)`` each), a `DQNLearner` and ``shards`` replay shards."""
-    workers = rxrl.indexed_actors(QWorkerFactory(config, epsilon, start), config.num_workers,
+    workers = rxrl.indexed_actors(Pickled.of(QWorkerFactory(config, epsilon, start)), config.num_workers,
                                   name="QRolloutWorker")
-    learner = rxrl.indexed_actors(DQNLearnerFactory(config, start), 1, name="DQNLearner")
-    replay = rxrl.indexed_actors(ShardFactory(config, start), shards, name="ReplayShard")
+    learner = rxrl.indexed_actors(Pickled.of(DQNLearnerFactory(config, start)), 1, name="DQNLearner")
+    replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), shards, name="ReplayShard")
     return QGroups(workers, learner, replay, start)
 
 # ------------------------------------------------------------------ rxrl train's checkpoints
@@ -304,7 +329,7 @@ def greedy(config: QSettings, state: Mapping[str, Any]) -> Callable[..., Any]:
 
 
 __all__ = [
-    "DQNLearnerFactory", "EnvSteps", "Fixed", "QGroups", "QSettings", "QWorkerFactory",
+    "DQNLearnerFactory", "EnvSteps", "Fixed", "Pickled", "QGroups", "QSettings", "QWorkerFactory",
     "ShardFactory", "check", "env_spaces_of", "greedy", "learner_state_if_due", "make_q_groups",
     "num_shards", "shard_state_if_due", "snapshot",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import threading
 import uuid
 import weakref
@@ -48,6 +49,9 @@ class ActorGroup(Generic[A]):
     #: already knows returns that same object, so identity (``Tagged`` routing) survives a
     #: trip through a Ray actor and back
     key: str = attrs.field(init=False, factory=lambda: uuid.uuid4().hex, repr=False)
+    #: the factory and options serialized once (see ``FACTORY_PICKLER``), so that a group
+    #: crossing processes again (inside every Tagged item) costs a copy of bytes
+    _wire: list[bytes] = attrs.field(init=False, factory=list, repr=False)
 
     def __attrs_post_init__(self) -> None:
         with _KNOWN_LOCK:
@@ -60,8 +64,9 @@ class ActorGroup(Generic[A]):
         return f"{self.name}×{self.size}"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_restore_group, (self.key, self.make, self.size, self.name, self.site,
-                                 dict(self.options)))
+        if not self._wire:
+            self._wire.append(FACTORY_PICKLER((self.make, dict(self.options))))
+        return (_restore_group, (self.key, self._wire[0], self.size, self.name, self.site))
 
     def with_options(self, **options: Any) -> ActorGroup[A]:
         """A new group with backend options (e.g. Ray resources ``num_cpus=1``) merged in."""
@@ -95,15 +100,28 @@ class ActorGroup(Generic[A]):
 _KNOWN: weakref.WeakValueDictionary[str, ActorGroup[Any]] = weakref.WeakValueDictionary()
 _KNOWN_LOCK = threading.Lock()
 
+#: how a group's factory and options are serialized when the group crosses to another
+#: process, once per group; a backend that ships closures sets it (the Ray backend: its
+#: cloudpickle), the bytes load with ``pickle.loads``
+FACTORY_PICKLER: Callable[[Any], bytes] = pickle.dumps
 
-def _restore_group(key: str, make: Callable[[int], Any], size: int, name: str, site: str,
-                   options: dict[str, Any]) -> ActorGroup[Any]:
-    """Unpickle a group: the object this process already holds under ``key``, if any."""
+
+def serialize_factories_with(pickler: Callable[[Any], bytes]) -> None:
+    """Serialize groups' factories with ``pickler`` from now on (see ``FACTORY_PICKLER``)."""
+    global FACTORY_PICKLER
+    FACTORY_PICKLER = pickler
+
+
+def _restore_group(key: str, wire: bytes, size: int, name: str, site: str) -> ActorGroup[Any]:
+    """Unpickle a group: the object this process already holds under ``key``, if any (then
+    the factory is not even loaded)."""
     with _KNOWN_LOCK:
         known = _KNOWN.get(key)
         if known is not None:
             return known
+    make, options = pickle.loads(wire)
     group: ActorGroup[Any] = ActorGroup(make, size, name, site, options)
+    group._wire.append(wire)
     with _KNOWN_LOCK:
         if _KNOWN.get(group.key) is group:
             del _KNOWN[group.key]

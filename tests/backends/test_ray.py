@@ -364,3 +364,22 @@ def test_an_actor_class_the_workers_cannot_import_is_one_clear_error(tmp_path: P
     assert re.search(r"creating actor Echo\[0\] \(group built at .*\) failed: the Ray workers "
                      r"cannot import module 'elsewhere_actors'", message), message
     assert "'working_dir'" in message and "'py_modules'" in message
+
+
+def test_an_actor_group_serializes_its_factory_once(ray_session: None) -> None:
+    """A group crosses processes inside every Tagged item: its factory (a closure) is pickled
+    once and then travels as bytes; unpickling it where the group is known returns that group."""
+    from ray import cloudpickle
+
+    calls: list[int] = []
+
+    class Counting:
+        def __reduce__(self) -> tuple[Any, ...]:
+            calls.append(1)
+            return (int, ())
+
+    marker = Counting()
+    group = rxrl.indexed_actors(lambda i: (marker, i), 2, name="Closure")
+    for _ in range(3):
+        assert cloudpickle.loads(cloudpickle.dumps(rxrl.Tagged(1, 0, group))).group is group
+    assert len(calls) == 1

@@ -20,7 +20,7 @@ import ray
 from ray import cloudpickle
 
 from rxrl import graph as g
-from rxrl.actors import Tagged
+from rxrl.actors import Tagged, serialize_factories_with
 from rxrl.backends.common import creation_message
 from rxrl.backends.local import LOCAL, actor_stream
 from rxrl.errors import OperatorError, RxrlError
@@ -38,6 +38,8 @@ __all__ = ["END", "NOT_READY", "OK", "STALE", "Chain", "Failure", "Host", "Membe
 #: ``cloudpickle.dumps`` (untyped upstream)
 dumps = cast(Callable[[Any], bytes], cloudpickle.dumps)
 loads = cast(Callable[[bytes], Any], cloudpickle.loads)
+# actor groups cross processes inside Tagged items: their factories may be closures
+serialize_factories_with(dumps)
 
 #: how an item travels to ``Host.apply``: the value itself, one object ref, a Tagged object
 #: ref, or a list of object refs (a barrier round)

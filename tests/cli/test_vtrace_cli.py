@@ -49,10 +49,9 @@ def test_train_writes_staleness_into_every_metrics_row(appo_run: Path) -> None:
     assert len(table) <= state["version"] <= len(table) + 4
 
 
-def test_replay_reproduces_the_recorded_appo_run(appo_run: Path) -> None:
-    done = rxrl_cli("replay", appo_run.parent / "appo.trace.json")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "identical: all" in done.stdout
+def test_replay_reproduces_the_recorded_appo_run(appo_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(appo_run.parent / "appo.trace.json")]) == 0
+    assert "identical: all" in capsys.readouterr().out
 
 
 def test_eval_and_plot_read_an_appo_run(appo_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -65,9 +64,8 @@ def test_eval_and_plot_read_an_appo_run(appo_run: Path, capsys: pytest.CaptureFi
 
 def test_resume_restores_the_learner_and_its_target_network(appo_run: Path) -> None:
     resumed = appo_run.parent / "resumed"
-    done = rxrl_cli("train", "appo", "--backend", "reference", "--resume", appo_run, "--out", resumed,
-                    "--steps", "4000")
-    assert done.returncode == 0, done.stderr
+    assert main(["train", "appo", "--backend", "reference", "--resume", str(appo_run), "--out",
+                 str(resumed), "--steps", "4000"]) == 0
     before, after = load_checkpoint(appo_run), load_checkpoint(resumed)
     assert int(rows(resumed)[0]["iteration"]) == before.counters.iteration + 1
     assert after.learner_state["version"] > before.learner_state["version"]
@@ -84,16 +82,17 @@ def test_show_prints_the_asynchronous_plan(algo: str, capsys: pytest.CaptureFixt
     assert "| call(RolloutWorker×3, load_weights_if_sent, max_in_flight=4)" in out
 
 
-def test_an_impala_run_on_the_rx_backend_replays_exactly_on_the_reference_backend(tmp_path: Path) -> None:
+def test_an_impala_run_on_the_rx_backend_replays_exactly_on_the_reference_backend(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "impala.trace.json"
-    done = rxrl_cli("train", "impala", "--backend", "rx", "--steps", "2500", "--out", tmp_path / "impala",
-                    "--trace", trace, "--set", "max_in_flight=2", *SMALL)
-    assert done.returncode == 0, done.stderr
+    assert main(["train", "impala", "--backend", "rx", "--steps", "2500", "--out", str(tmp_path / "impala"),
+                 "--trace", str(trace), "--set", "max_in_flight=2", *SMALL]) == 0
     doc = json.loads(trace.read_text())
     assert doc["trace"]["backend"] == "rx" and len(doc["records"]) >= 10
-    replayed = rxrl_cli("replay", trace)
-    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    assert f"identical: all {len(doc['records'])} recorded iterations reproduced exactly" in replayed.stdout
+    capsys.readouterr()
+    assert main(["replay", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert f"identical: all {len(doc['records'])} recorded iterations reproduced exactly" in out
 
 
 @pytest.mark.parametrize(("argv", "message"), [

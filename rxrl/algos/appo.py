@@ -31,8 +31,9 @@ LEARNER = APPOConfig(lr=1e-3, num_epochs=4, minibatch_size=128, vf_coef=0.5, ent
 class APPO(VTraceSettings):
     """Asynchronous PPO (the asynchronous settings are in `VTraceSettings`).
 
-    IMPALA's dataflow: workers keep ``max_in_flight`` fragments under way and never wait for
-    the learner, which trains once ``train_batch_size`` transitions arrived and sends the
+    IMPALA's dataflow: workers keep ``max_in_flight`` fragments under way, with no barrier
+    (only a full learner queue holds them back); the learner trains once ``train_batch_size``
+    transitions arrived and sends the
     sender new weights with its reply, at most every ``broadcast_interval`` updates. The
     update is PPO's clipped surrogate on V-trace advantages against a target network
     (``learner.target_update_interval``), ``learner.num_epochs`` passes of

@@ -30,11 +30,12 @@ LEARNER = IMPALAConfig(lr=1e-3, num_epochs=4, minibatch_size=128, vf_coef=0.5, e
 class IMPALA(VTraceSettings):
     """Importance-weighted actor-learner (the asynchronous settings are in `VTraceSettings`).
 
-    Workers never wait for the learner: each keeps ``max_in_flight`` fragments under way;
-    the learner takes one V-trace actor-critic step per ``train_batch_size`` transitions
-    (``learner.num_epochs`` passes of ``learner.minibatch_size``), and the sender of a
-    fragment gets the new weights with the learner's reply, at most every
-    ``broadcast_interval`` updates. Each record reports its batch's staleness.
+    Workers sample with whatever weights they have, each keeping ``max_in_flight`` fragments
+    under way (no barrier; only a full learner queue holds them back); the learner trains
+    with V-trace once ``train_batch_size`` transitions arrived (``learner.num_epochs`` passes
+    of ``learner.minibatch_size``), and the sender of a fragment gets the new weights with
+    the learner's reply, at most every ``broadcast_interval`` updates. Each record reports
+    its batch's staleness.
     """
 
     num_envs_per_worker: int = attrs.field(default=8, validator=int_at_least(1))

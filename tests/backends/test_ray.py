@@ -369,7 +369,7 @@ def test_an_actor_class_the_workers_cannot_import_is_one_clear_error(tmp_path: P
 def test_an_actor_group_serializes_its_factory_once(ray_session: None) -> None:
     """A group crosses processes inside every Tagged item: its factory (a closure) is pickled
     once and then travels as bytes; unpickling it where the group is known returns that group."""
-    from ray import cloudpickle
+    from rxrl.backends.ray.host import dumps, loads
 
     calls: list[int] = []
 
@@ -381,5 +381,5 @@ def test_an_actor_group_serializes_its_factory_once(ray_session: None) -> None:
     marker = Counting()
     group = rxrl.indexed_actors(lambda i: (marker, i), 2, name="Closure")
     for _ in range(3):
-        assert cloudpickle.loads(cloudpickle.dumps(rxrl.Tagged(1, 0, group))).group is group
+        assert loads(dumps(rxrl.Tagged(1, 0, group))).group is group
     assert len(calls) == 1

@@ -25,6 +25,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from ppo_settings import optional
 
 from rxrl.rl import PrioritizedReplayBuffer, ReplayBuffer, TransitionBatch
 
@@ -67,7 +68,8 @@ def rxrl_cases(rng: np.random.Generator) -> dict[str, Case]:
 
 def sb3_cases(rng: np.random.Generator) -> dict[str, Case]:
     """The same for SB3's ReplayBuffer, with 512 envs (one call) and with 1 env (512 calls)."""
-    from stable_baselines3.common.buffers import ReplayBuffer as SB3Buffer
+    buffers: Any = optional("stable_baselines3.common.buffers")  # benchmark-only, untyped
+    SB3Buffer = buffers.ReplayBuffer
 
     cases: dict[str, Case] = {}
     for n_envs in (ADD_ROWS, 1):

@@ -1,10 +1,18 @@
 """Where ``rxrl train ppo --env CartPole-v1`` spends its time before the first record.
 
 Runs what the command runs, in one process, and times each phase: importing rxrl's CLI
-(torch, gymnasium), importing Ray, starting the local Ray (``connect``), building the
-plan, placing and constructing the actors (2 rollout workers, 1 learner: each a process
-that imports torch), and the first two iterations. Run: ``python bench/startup.py [--reps 3]``
-(one fresh process per repetition).
+(torch, gymnasium), importing Ray, building the plan, starting the local Ray (``connect``
+with the CLI's `ray_init_options`), placing and constructing the actors (2 rollout workers,
+1 learner: each a process that imports torch), and the first two iterations; then the CPU
+seconds the whole process tree spent until the first record. Run:
+``python bench/startup.py [--reps 3] [--without lean,preload,cpus]`` (one fresh process per
+repetition; with ``--without``, the repetitions alternate between all cuts and all cuts but
+the ones named, so that load on a shared machine hits both alike).
+
+The cuts (docs/benchmarks.md, "Start-up"): ``lean`` — the local Ray without its API server,
+log monitor and autoscaler monitor (`rxrl.backends.ray.connect.is_lean`); ``preload`` — the
+worker processes import torch and rxrl as soon as they start (`WORKER_PRELOAD`); ``cpus`` —
+a CPU per actor, so that every actor is constructed at once.
 """
 
 from __future__ import annotations
@@ -15,39 +23,57 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
+
+CUTS = ("lean", "preload", "cpus")
 
 
-def phases() -> dict[str, float]:
-    """One start-up, timed phase by phase (seconds)."""
+def phases(without: frozenset[str] = frozenset()) -> dict[str, float]:
+    """One start-up, timed phase by phase (seconds), without the cuts named in ``without``."""
     marks = [("start", time.perf_counter())]
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")  # as the rxrl command does
     import rxrl
     import rxrl.cli  # what the console script imports
     from rxrl.algos import get
     from rxrl.cli_run import CheckpointClock, training_plan
-    from rxrl.cli_train import RAY_INIT, WORKER_RESTARTS
+    from rxrl.cli_train import WORKER_RESTARTS, ray_init_options
 
     marks.append(("import rxrl.cli", time.perf_counter()))
+    import importlib
+
+    import ppo_settings
     import ray
 
-    marks.append(("import ray", time.perf_counter()))
-    from rxrl.backends.ray.connect import connect
+    psutil = ppo_settings.optional("psutil")
+    # the module (the package's own `connect` function shadows its name)
+    connecting: Any = importlib.import_module("rxrl.backends.ray.connect")
 
-    connect("local", dict(RAY_INIT))
-    marks.append(("ray.init", time.perf_counter()))
+    marks.append(("import ray", time.perf_counter()))
     algo = get("ppo")
     plan = training_plan(algo, algo.config(), None, CheckpointClock(25_000, 100_000), WORKER_RESTARTS)
     marks.append(("plan", time.perf_counter()))
+    options = ray_init_options(plan)
+    if "preload" in without:
+        del options["_system_config"]
+    if "cpus" in without:
+        del options["num_cpus"]
+    if "lean" in without:
+        connecting.LEAN_SKIPS = ()
+    connecting.connect("local", options)
+    marks.append(("ray.init", time.perf_counter()))
     with rxrl.run(plan, "ray") as run:
         records = iter(run)
         marks.append(("actors", time.perf_counter()))
         next(records)
         marks.append(("first iteration", time.perf_counter()))
+        me = psutil.Process()
+        cpu = sum(sum(p.cpu_times()[:2]) for p in [me, *me.children(recursive=True)])
         next(records)
         marks.append(("second iteration", time.perf_counter()))
     ray.shutdown()
     out = {name: round(t - marks[i][1], 2) for i, (name, t) in enumerate(marks[1:])}
     out["time to first record"] = round(marks[-2][1] - marks[0][1], 2)
+    out["CPU to first record"] = round(cpu, 2)
     return out
 
 
@@ -55,17 +81,26 @@ def main() -> None:
     """Print one line of phases per repetition, each in a fresh process."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--without", default="",
+                        help=f"comma-separated cuts to compare against, from {list(CUTS)}")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    without = frozenset(w for w in args.without.split(",") if w)
+    if not without <= set(CUTS):
+        raise SystemExit(f"--without {args.without}: choose from {list(CUTS)}")
     if args.one:
-        print(json.dumps(phases()))
+        print(json.dumps(phases(without)))
         return
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    for _ in range(args.reps):
-        done = subprocess.run([sys.executable, __file__, "--one"], capture_output=True, text=True,
-                              check=True, timeout=600)
-        doc = json.loads(done.stdout.strip().splitlines()[-1])
-        print(" | ".join(f"{k} {v:.2f} s" for k, v in doc.items()))
+    variants = [frozenset[str](), without] if without else [frozenset[str]()]
+    for rep in range(args.reps):
+        for variant in variants if rep % 2 == 0 else variants[::-1]:
+            done = subprocess.run([sys.executable, __file__, "--one", "--without", ",".join(sorted(variant))],
+                                  capture_output=True, text=True, check=True, timeout=600)
+            doc = json.loads(done.stdout.strip().splitlines()[-1])
+            label = f"without {','.join(sorted(variant))}" if variant else "all cuts"
+            print(f"{label}: " + " | ".join(f"{k} {v:.2f} s" for k, v in doc.items())
+                  + f" (load {os.getloadavg()[0]:.1f})", flush=True)
 
 
 if __name__ == "__main__":

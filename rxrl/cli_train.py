@@ -43,12 +43,18 @@ from rxrl.cli_run import (
     training_plan,
 )
 from rxrl.cli_signals import INTERRUPTS, exit_code
+from rxrl.compile import compile_plan
 from rxrl.errors import ActorError
 from rxrl.rl import Metrics
 
 BACKENDS = ("ray", "rx", "reference")
 #: ``ray.init`` options for the local Ray that ``rxrl train`` starts: no dashboard, no log noise
+#: (which also makes it a lean Ray: `rxrl.backends.ray.connect.is_lean`)
 RAY_INIT = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
+#: modules every worker process of that Ray imports as soon as it has started, before it is
+#: given an actor: Ray starts (one per CPU) while ``ray.init`` is still running, so the
+#: imports overlap with the rest of the start-up instead of following the actor's creation
+WORKER_PRELOAD = ("torch", "gymnasium", "rxrl.backends.ray.host", "rxrl.algos")
 #: what a run directory holds; a directory with any of these is an existing run
 RUN_FILES = ("config.json", "metrics.csv", CHECKPOINT, "summary.json", "tb")
 #: restarts per rollout worker by default (a killed worker process comes back)
@@ -192,6 +198,23 @@ def check_target(target: float | None) -> None:
         raise ValueError(f"--target-return must be a finite number, got {target}")
 
 
+def ray_init_options(plan: rxrl.Plan[Any]) -> dict[str, Any]:
+    """``ray.init`` options for the local Ray that runs ``plan``: `RAY_INIT`, the
+    `WORKER_PRELOAD` modules, and a worker process started in advance for every actor.
+
+    Ray starts one worker process per CPU as soon as its raylet is up, at most one per core
+    at a time; an actor beyond those waits for a worker started only when the run asks for
+    it (PPO's 2 rollout workers and learner on 2 cores: the third actor's process started
+    ~2 s after the others). So the local Ray gets at least as many CPUs as the plan has
+    actors, and starts that many workers at once.
+    """
+    actors = sum(group.size for group in compile_plan(plan.node).groups)
+    cpus = max(os.cpu_count() or 1, actors)
+    return {**RAY_INIT, "num_cpus": cpus,
+            "_system_config": {"preload_python_modules": list(WORKER_PRELOAD),
+                               "worker_maximum_startup_concurrency": cpus}}
+
+
 def train(args: argparse.Namespace) -> int:
     """``rxrl train``: see ``rxrl train --help``."""
     if args.backend not in BACKENDS:
@@ -224,7 +247,7 @@ def train(args: argparse.Namespace) -> int:
     if args.backend == "ray":
         # "local": a Ray of this run's own, never a cluster that happens to run on this machine
         options = {"address": args.address or "local",
-                   "init_options": None if args.address else RAY_INIT}
+                   "init_options": None if args.address else ray_init_options(plan)}
     in_place = resumed is not None and _same_dir(out, resumed.path.parent)
     session = Session(algo, config, args, out, total, base, resumed, in_place, config_doc=doc)
     print(f"{session.label}: training for {total:,} env steps; writing to {out}", file=sys.stderr)
@@ -369,6 +392,6 @@ def _num(x: float) -> float | None:
 def _fmt(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.1f}"
 
-__all__ = ["BACKENDS", "RAY_INIT", "RUN_FILES", "WORKER_RESTARTS", "Logger", "ProgressLine",
-           "Session", "add_arguments", "budget", "check_target", "configure", "out_dir",
-           "run_files", "train", "write_json"]
+__all__ = ["BACKENDS", "RAY_INIT", "RUN_FILES", "WORKER_PRELOAD", "WORKER_RESTARTS", "Logger",
+           "ProgressLine", "Session", "add_arguments", "budget", "check_target", "configure",
+           "out_dir", "ray_init_options", "run_files", "train", "write_json"]

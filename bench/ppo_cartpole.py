@@ -9,6 +9,8 @@ subprocess's whole process tree. Prints, per system, the median over seeds of:
 - training throughput: env steps trained / training wall time (end to end);
 - wall time and env steps until the mean return of the last 100 episodes first reaches 475
   (wall time from the first sample request; start-up — imports, Ray, actors — is separate);
+- start-up included, from the process's start: the time to the first record (first
+  training iteration) and the end-to-end time to 475;
 - peak memory of the process tree (sum of PSS, and sum of RSS);
 
 and the ratio rxrl / peer of each. Writes ``bench/results/<tag>.json`` (every run, with its
@@ -115,6 +117,8 @@ class Figures:
     reached: int  # seeds that reached the target
     not_before_s: float | None  # when no seed reached it: the shortest training time that did not
     setup_s: float | None
+    first_record_s: float | None  # from the process's start to the end of the first iteration
+    end_to_end_s: float | None  # from the process's start to 475 (a seed that never got there: +inf)
     peak_pss_mb: float | None
     peak_rss_mb: float | None
     processes: int
@@ -146,15 +150,21 @@ def figures(system: str, records: list[s.RunRecord]) -> Figures:
         reached=sum(h is not None for h in hits),
         not_before_s=min((r.train_s for r in ok), default=None) if ok and not any(hits) else None,
         setup_s=per_run(lambda r: r.setup_s),
+        first_record_s=per_run(lambda r: r.setup_s + r.curve[0].time_s),
+        end_to_end_s=_median([math.inf if h is None else r.setup_s + h.time_s
+                              for r, h in zip(ok, hits, strict=True)]),
         peak_pss_mb=per_run(lambda r: r.peak_pss_mb),
         peak_rss_mb=per_run(lambda r: r.peak_rss_mb),
         processes=max((r.processes for r in ok), default=0),
     )
 
 
+#: the figures of start-up included (issue 14, item 10): in the tables only when asked for
+STARTUP_FIELDS = ("first_record_s", "end_to_end_s")
 #: the figures a ratio is printed for, and whether higher is better
 RATIO_FIELDS = {"sampled_per_s": True, "trained_per_s": True, "time_to_target_s": False,
-                "steps_to_target": False, "peak_pss_mb": False}
+                "steps_to_target": False, "first_record_s": False, "end_to_end_s": False,
+                "peak_pss_mb": False}
 
 
 def ratios(ours: Figures, peer: Figures) -> dict[str, float | None]:
@@ -183,30 +193,36 @@ def _time(f: Figures) -> str:
     return _fmt(f.time_to_target_s, ".1f")
 
 
-def table(all_figures: list[Figures], target: float) -> str:
-    """A Markdown table of the figures, then one of the ratios rxrl / peer."""
+def table(all_figures: list[Figures], target: float, startup: bool = False) -> str:
+    """A Markdown table of the figures, then one of the ratios rxrl / peer (with ``startup``,
+    also the time to the first record and the end-to-end time, start-up included)."""
+    extra = ["first record (s)", f"end to end to {target:.0f} (s)"] if startup else []
     rows = ["| system | runs | sampled steps/s | trained steps/s | time to "
-            f"{target:.0f} (s) | steps to {target:.0f} | reached | setup (s) | peak PSS (MB) | "
-            "peak RSS (MB) | processes |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            f"{target:.0f} (s) | steps to {target:.0f} | reached | setup (s) | "
+            + "".join(f"{e} | " for e in extra) + "peak PSS (MB) | peak RSS (MB) | processes |",
+            "|---|" + "---:|" * (10 + len(extra))]
     for f in all_figures:
-        rows.append(f"| {f.system} | {f.runs} | {_fmt(f.sampled_per_s)} | {_fmt(f.trained_per_s)} | "
-                    f"{_time(f)} | {_fmt(f.steps_to_target)} | {f.reached}/{f.runs} | "
-                    f"{_fmt(f.setup_s, '.1f')} | {_fmt(f.peak_pss_mb)} | {_fmt(f.peak_rss_mb)} | "
-                    f"{f.processes} |")
+        cells = [f.system, str(f.runs), _fmt(f.sampled_per_s), _fmt(f.trained_per_s), _time(f),
+                 _fmt(f.steps_to_target), f"{f.reached}/{f.runs}", _fmt(f.setup_s, ".1f")]
+        if startup:
+            cells += [_fmt(f.first_record_s, ".1f"), _fmt(f.end_to_end_s, ".1f")]
+        cells += [_fmt(f.peak_pss_mb), _fmt(f.peak_rss_mb), str(f.processes)]
+        rows.append("| " + " | ".join(cells) + " |")
     ours = next((f for f in all_figures if f.system == "rxrl"), None)
     if ours is None:
         return "\n".join(rows)
+    fields = [k for k in RATIO_FIELDS if startup or k not in STARTUP_FIELDS]
     rows += ["", "| rxrl / peer | sampled steps/s (higher: rxrl ahead) | trained steps/s (higher) | "
-             f"time to {target:.0f} (lower: rxrl ahead) | steps to {target:.0f} (lower) | peak PSS (lower) |",
-             "|---|---:|---:|---:|---:|---:|"]
+             f"time to {target:.0f} (lower: rxrl ahead) | steps to {target:.0f} (lower) | "
+             + "".join(f"{e.removesuffix(' (s)')} (lower) | " for e in extra) + "peak PSS (lower) |",
+             "|---|" + "---:|" * len(fields)]
     for f in all_figures:
         if f.system != "rxrl":
             r = ratios(ours, f)
-            cells = [_fmt(r[k], ".2f") for k in RATIO_FIELDS]
+            ratio_cells = [_fmt(r[k], ".2f") for k in fields]
             if r["time_to_target_s"] is None and r["time_to_target_s_below"] is not None:
-                cells[2] = f"< {r['time_to_target_s_below']:.2f}"
-            rows.append(f"| {f.system} | " + " | ".join(cells) + " |")
+                ratio_cells[2] = f"< {r['time_to_target_s_below']:.2f}"
+            rows.append(f"| {f.system} | " + " | ".join(ratio_cells) + " |")
     return "\n".join(rows)
 
 
@@ -299,7 +315,7 @@ def main(argv: list[str]) -> None:
         records += [r for r in merged if r.curve]
         systems = list(dict.fromkeys([*systems, *(r.system for r in merged if r.curve)]))
     all_figures = [figures(system, [r for r in records if r.system == system]) for system in systems]
-    report = table(all_figures, s.TARGET_RETURN)
+    report = table(all_figures, s.TARGET_RETURN, startup=True)
     print()
     print(report, flush=True)
     RESULTS.mkdir(exist_ok=True)

@@ -31,9 +31,16 @@ class DQN(QSettings):
     ``learner.replay.learning_starts`` transitions, the learner takes ``updates_per_call``
     steps per call on replayed batches, ``calls_per_round`` calls per round (the training
     intensity), and the new weights reach every worker before its next fragment.
+
+    With ``learner_queue`` k > 1 the learner call is pipelined: the driver hands the learner
+    its next call before taking the result of the current one, so the workers sample (and
+    the replay stores) while the learner trains; the weights a round is sampled with are then
+    up to k - 1 calls older. The run stays a function of the seed (the pipeline's order is
+    fixed: docs/semantics.md).
     """
 
     exploration_steps: int = attrs.field(default=100_000, validator=int_at_least(1))
+    learner_queue: int = attrs.field(default=2, validator=int_at_least(1))
     learner: DQNConfig = attrs.field(default=LEARNER, validator=instance_of(DQNConfig))
 
     def epsilon(self, index: int) -> LinearSchedule:
@@ -64,8 +71,9 @@ def plan(config: DQN, actors: QGroups | None = None) -> rxrl.Plan[Metrics]:
              | ops.map(progress.observe_stored_round))           # env steps, episodes
     train = (rxrl.from_actors(g.replay, sample_batches(config.updates_per_call))  # or NOT_READY
              | ops.gather()                                      # (until learning_starts)
-             | ops.call(g.learner, train_on_batches)             # a step per batch; target by steps
-             | ops.broadcast(g.workers, set_q_weights)           # reaches every worker before it samples
+             | ops.call(g.learner, train_on_batches,              # a step per batch; target by steps;
+                        max_in_flight=config.learner_queue)      # the next call waits at the learner
+             | ops.broadcast(g.workers, set_q_weights)           # reaches every worker before its next sample
              | ops.map(progress.observe_trained))                # Metrics
     return ops.alongside(train, store, weights=[config.calls_per_round, 1])  # the training intensity
 

@@ -22,7 +22,7 @@ DQN_SHAPE = """\
 concurrently(mode='round_robin', emit=[0])
 ├─ from_actors(ReplayShard×1, sample_batches)  [×1 shards]
 │  | gather(max_in_flight=1)
-│  | call(DQNLearner×1, train_on_batches)
+│  | call(DQNLearner×1, train_on_batches, max_in_flight=2)
 │  | broadcast(QRolloutWorker×2, set_q_weights)
 │  | map(QProgress.observe_trained)
 └─ from_actors(QRolloutWorker×2, QRolloutWorker.sample)  [×2 shards]

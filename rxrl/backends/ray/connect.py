@@ -24,8 +24,8 @@ cluster that answers within a deadline.
   processes that serve only what those options turn off: the API server (with the dashboard
   off it runs usage statistics alone, and ``ray.init`` waits ~1 s for it before it even
   starts the raylet), the log monitor (it forwards worker output to drivers) and the
-  autoscaler monitor (a single local node has nothing to scale). On 2 cores this took ray.init
-  from ~2.5 s to ~1.2 s (docs/benchmarks.md, "Start-up"). Ray 2.60 starts them from these three
+  autoscaler monitor (a single local node has nothing to scale): ~0.4 s of CPU each on 2 cores,
+  and the wait (docs/benchmarks.md, "Start-up"). Ray 2.60 starts them from these three
   ``Node`` methods, which `connect` replaces for the duration of ``ray.init`` only.
 """
 

@@ -1,11 +1,11 @@
 """RLlib 2.60's IMPALA or APPO (new API stack) with the matched settings of `MatchedIMPALA`.
 
 2 env runners x 8 envs (gymnasium "sync" vectorization), rollout fragments of 32, train batches
-of 512 per learner, 4 epochs of minibatches of 128, lr 1e-3, vf_loss_coeff 0.5 (RLlib's IMPALA
+of 512 per learner, 2 epochs of minibatches of 128, lr 1e-3, vf_loss_coeff 0.5 (RLlib's IMPALA
 and APPO weight 0.5 * MSE as rxrl does), no entropy bonus, grad clip 0.5 by global norm,
 broadcast interval 1, V-trace clips 1, 64x64 tanh with a separate value trunk, one local
 learner; APPO: clip 0.4, target network every update, no KL loss, its circular buffer off
-(each batch trained its 4 epochs once, as rxrl does). Not matched: RLlib's V-trace has no
+(each batch trained its 2 epochs once, as rxrl does). Not matched: RLlib's V-trace has no
 lambda (rxrl uses 0.95), and one iteration is at least ``min_time_s_per_iteration`` = 1 s.
 
 Run alone: ``python bench/peer_rllib_impala.py --budget-steps 50000 --seed 0 [--algo appo]``.

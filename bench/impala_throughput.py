@@ -62,7 +62,8 @@ def run_system(system: str, seed: int, budget: int, workdir: Path, timeout_s: fl
     except subprocess.TimeoutExpired:
         print(f"  {system} seed {seed}: timed out", flush=True)
         return None
-    line = next((x for x in reversed(done.stdout.splitlines()) if x.startswith(f"{system}:")), "")
+    # the runner's summary line (rxrl_ppo.py names its system "rxrl")
+    line = next((x for x in reversed(done.stdout.splitlines()) if " steps in " in x), "")
     print(f"  [{time.strftime('%H:%M:%S')}] {system} seed {seed}: {line or done.stderr[-500:]} "
           f"(load {load:.1f})", flush=True)
     if done.returncode != 0 or not out.exists():

@@ -57,6 +57,11 @@ RAY_INIT = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_
 WORKER_PRELOAD = ("torch", "gymnasium", "rxrl.backends.ray.host", "rxrl.algos")
 #: what a run directory holds; a directory with any of these is an existing run
 RUN_FILES = ("config.json", "metrics.csv", CHECKPOINT, "summary.json", "tb")
+#: The niceness of the local Ray's worker processes (Ray's default: 15). The actors are the
+#: training job itself (learner and rollout workers), not background work: at nice 15 any other
+#: busy process on the machine takes their CPU first, and a run of ``rxrl train`` went slower
+#: than the same work in one process at nice 0 (docs/design-notes.md, "The local Ray").
+WORKER_NICENESS = 0
 #: restarts per rollout worker by default (a killed worker process comes back)
 WORKER_RESTARTS = 3
 
@@ -207,12 +212,16 @@ def ray_init_options(plan: rxrl.Plan[Any]) -> dict[str, Any]:
     it (PPO's 2 rollout workers and learner on 2 cores: the third actor's process started
     ~2 s after the others). So the local Ray gets at least as many CPUs as the plan has
     actors, and starts that many workers at once.
+
+    The actors also run at the driver's priority (`WORKER_NICENESS`), not at Ray's default of
+    nice 15.
     """
     actors = sum(group.size for group in compile_plan(plan.node).groups)
     cpus = max(os.cpu_count() or 1, actors)
     return {**RAY_INIT, "num_cpus": cpus,
             "_system_config": {"preload_python_modules": list(WORKER_PRELOAD),
-                               "worker_maximum_startup_concurrency": cpus}}
+                               "worker_maximum_startup_concurrency": cpus,
+                               "worker_niceness": WORKER_NICENESS}}
 
 
 def train(args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@ does, for a plan with one actor more than this machine has cores, and print what
 processes saw (JSON on the last line of stdout): whether each one's process was started before
 the run asked for the actors (a pre-started worker) and whether torch was imported there
 before the actor was constructed (this module never imports torch, so only the preload can
-have imported it). Linux only: processes are read from /proc.
+have imported it), and its niceness. Linux only: processes are read from /proc.
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ class Probe:
 
     def __init__(self) -> None:
         self.seen = {"torch_imported": "torch" in sys.modules,
-                     "process_started": started()}
+                     "process_started": started(), "niceness": os.nice(0)}
 
-    def report(self) -> dict[str, float | bool]:
+    def report(self) -> dict[str, float | bool | int]:
         return self.seen
 
 
@@ -78,6 +78,7 @@ def main() -> None:
     reports = next(iter(rxrl.run(plan, "ray", start_timeout_s=120)))
     commands = descendants(os.getpid())
     print(json.dumps({"actors": n, "num_cpus": options["num_cpus"], "requested": requested,
+                      "driver_niceness": os.nice(0),
                       "reports": reports, "commands": commands}))
     ray.shutdown()
 

@@ -1,5 +1,6 @@
 """The local Ray that ``rxrl train`` starts (issue 14, item 10): lean, with a worker process
-started in advance for every actor of the plan, each importing torch before it is given one.
+started in advance for every actor of the plan, each importing torch before it is given one
+and running at the driver's priority.
 
 How long that takes is measured in bench/startup.py (docs/benchmarks.md, "Start-up"), not
 asserted here.
@@ -42,6 +43,8 @@ def test_the_cli_s_local_ray_has_a_preloaded_worker_per_actor_in_advance_and_ski
     assert len(reports) == doc["actors"]
     assert all(r["torch_imported"] for r in reports), reports
     assert all(r["process_started"] < doc["requested"] for r in reports), (doc["requested"], reports)
+    # the actors are the training job: they run at the driver's priority, not at Ray's nice 15
+    assert all(r["niceness"] == doc["driver_niceness"] for r in reports), reports
     assert any("raylet" in c for c in doc["commands"]), doc["commands"]  # the listing works
     for script in SKIPPED_SCRIPTS:
         assert not any(script in c for c in doc["commands"]), (script, doc["commands"])

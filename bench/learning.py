@@ -12,8 +12,9 @@ Each seed is one ``rxrl train ALGO --env ENV --seed S --steps BUDGET --target-re
 default Ray backend unless ``--backend``; 2 workers, the algorithm's default and tuned
 settings), run one after another. The run stops when the mean return of the last 100
 episodes reaches the target; the table gives the env steps and the wall time (from the start
-of the plan, Ray start-up and actor creation included) at which it did. Runs go to
-``--out`` (default ``runs/learning``); ``rxrl plot`` draws their curves.
+of the plan, Ray start-up and actor creation included) at which it did. Runs go to a new
+``OUT/<date>-<time>/`` per invocation (``--out``, default ``runs/learning``; ``rxrl train``
+refuses an ``--out`` that holds a run); ``rxrl plot`` draws their curves.
 """
 
 from __future__ import annotations
@@ -94,10 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("target", choices=[*TARGETS, "all"])
     p.add_argument("--backend", default="ray", help="ray (default) | rx | reference")
     p.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
-    p.add_argument("--out", default="runs/learning", help="where the run directories go")
+    p.add_argument("--out", default="runs/learning",
+                   help="the run directories go to a new OUT/<date>-<time>/ per invocation")
     args = p.parse_args(argv)
     names = list(TARGETS) if args.target == "all" else [args.target]
-    root = Path(args.out)
+    root = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")  # the same command twice: two sets of runs
+    while root.exists():  # (two invocations within a second)
+        root = root.with_name(root.name + "+")
     ok = True
     for name in names:
         target = TARGETS[name]

@@ -7,9 +7,11 @@ import csv
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 import torch
 
+import rxrl
 from rxrl.algos.common import Start
 from rxrl.algos.dqn import DQN
 from rxrl.algos.qlearning import QWorkerFactory, ShardFactory
@@ -39,8 +41,13 @@ def test_a_checkpoint_holds_the_learner_the_replay_and_the_env_steps(trained: Pa
     assert {"policy", "target", "optimizer", "replay", "env_steps_sampled"} <= set(state)
     assert state["env_steps_sampled"] == ckpt.counters.env_steps_sampled >= 2000
     (shard,) = state["replay"]
-    # every transition stepped is stored, but the last n_step - 1 of each worker's env
-    assert 0 <= ckpt.counters.env_steps_sampled - shard["buffer"]["num_added"] <= 2 * 2
+    # every transition stepped is stored, but the last n_step - 1 of each worker's env; the
+    # checkpoint step reads one record ahead (the learner is pipelined 2 calls deep), so the
+    # replay also holds the rounds stored before the next record: at most 1 / calls_per_round
+    # rounds of 2 x 16 steps (DQN's docs/algorithms.md, "Checkpoints keep the replay")
+    config = DQN(learner=attrs.evolve(DQN().learner, training_intensity=8.0))  # SMALL's intensity
+    ahead = round(1 / config.calls_per_round) * config.num_workers * config.sample_size
+    assert -2 * 2 <= shard["buffer"]["num_added"] - ckpt.counters.env_steps_sampled <= ahead
     summary = json.loads((trained / "summary.json").read_text())
     assert summary["env_steps_trained"] == ckpt.counters.env_steps_trained > 0
 
@@ -139,3 +146,17 @@ def test_a_checkpoint_loads_without_pickles(trained: Path) -> None:
     doc = torch.load(trained / "checkpoint.pt", weights_only=True)
     columns = doc["learner"]["replay"][0]["buffer"]["columns"]
     assert set(columns) >= {"obs", "actions", "rewards", "next_obs"} and len(columns["obs"]) > 1000
+
+
+@pytest.mark.parametrize("queue", [1, 2, 3])
+def test_the_checkpoint_step_reads_as_far_ahead_as_the_learner_is_pipelined(queue: int) -> None:
+    """Its call to the learner is queued behind the plan's pipelined calls: a step that waited
+    for it before asking for the next record would stall the pipeline at every record."""
+    from rxrl.algos import get
+    from rxrl.cli_run import CheckpointClock, training_plan
+
+    algo = get("dqn")
+    shown = rxrl.show(training_plan(algo, DQN(learner_queue=queue), None, CheckpointClock(25_000, 100_000)))
+    ahead = f", max_in_flight={queue}" if queue > 1 else ""
+    assert f"call(DQNLearner×1, learner_state_if_due{ahead})" in shown, shown
+    assert "call(ReplayShard×1, shard_state_if_due, route=Fixed(index=0))" in shown, shown

@@ -6,6 +6,7 @@ import pickle
 import threading
 import uuid
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar
 
@@ -99,6 +100,12 @@ class ActorGroup(Generic[A]):
 
 _KNOWN: weakref.WeakValueDictionary[str, ActorGroup[Any]] = weakref.WeakValueDictionary()
 _KNOWN_LOCK = threading.Lock()
+#: groups this process restored from bytes, the latest `RESTORED_KEPT` held strongly: a
+#: process that receives the same foreign group in every item (a learner receiving `Tagged`
+#: fragments of the workers' group) would otherwise load its factory again for each item,
+#: once the previous item and with it the group were collected (~70 us per item for IMPALA's)
+_RESTORED: OrderedDict[str, ActorGroup[Any]] = OrderedDict()
+RESTORED_KEPT = 64
 
 #: how a group's factory and options are serialized when the group crosses to another
 #: process, once per group; a backend that ships closures sets it (the Ray backend: its
@@ -118,6 +125,8 @@ def _restore_group(key: str, wire: bytes, size: int, name: str, site: str) -> Ac
     with _KNOWN_LOCK:
         known = _KNOWN.get(key)
         if known is not None:
+            if key in _RESTORED:
+                _RESTORED.move_to_end(key)
             return known
     make, options = pickle.loads(wire)
     group: ActorGroup[Any] = ActorGroup(make, size, name, site, options)
@@ -126,7 +135,12 @@ def _restore_group(key: str, wire: bytes, size: int, name: str, site: str) -> Ac
         if _KNOWN.get(group.key) is group:
             del _KNOWN[group.key]
         object.__setattr__(group, "key", key)
-        return _KNOWN.setdefault(key, group)
+        restored = _KNOWN.setdefault(key, group)
+        _RESTORED[key] = restored
+        _RESTORED.move_to_end(key)
+        while len(_RESTORED) > RESTORED_KEPT:
+            _RESTORED.popitem(last=False)
+        return restored
 
 
 def _check_size(n: int, name: str, site: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import pickle
 import re
 import sys
 import threading
@@ -383,3 +384,54 @@ def test_an_actor_group_serializes_its_factory_once(ray_session: None) -> None:
     for _ in range(3):
         assert loads(dumps(rxrl.Tagged(1, 0, group))).group is group
     assert len(calls) == 1
+
+
+#: how often `CountedFactory` was unpickled in this process
+FACTORY_LOADS: list[int] = []
+
+
+def _load_counted_factory() -> CountedFactory:
+    FACTORY_LOADS.append(1)
+    return CountedFactory()
+
+
+class CountedFactory:
+    """A group factory that counts its loads (its unpickling) in `FACTORY_LOADS`."""
+
+    def __call__(self, index: int) -> int:
+        return index
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_load_counted_factory, ())
+
+
+def test_a_foreign_group_arriving_in_every_item_loads_its_factory_once() -> None:
+    """A process that does not hold a group (a learner receiving the workers' Tagged items)
+    restores it from its bytes; the next item, after the first item and its group were
+    collected, finds it restored already instead of loading the factory again."""
+    import gc
+
+    from rxrl.actors import RESTORED_KEPT
+
+    group = rxrl.indexed_actors(CountedFactory(), 2, name="Foreign")
+    wire = pickle.dumps(rxrl.Tagged(1, 0, group))
+    key = group.key
+    del group
+    gc.collect()  # this process no longer holds the group: like a host that never made it
+    FACTORY_LOADS.clear()
+    for _ in range(3):
+        item = pickle.loads(wire)
+        assert item.group.key == key and item.group.name == "Foreign"
+        del item
+        gc.collect()
+    assert len(FACTORY_LOADS) == 1
+    others = [rxrl.indexed_actors(CountedFactory(), 1) for _ in range(RESTORED_KEPT)]
+    wires = [pickle.dumps(g) for g in others]
+    del others
+    gc.collect()
+    for w in wires:  # as many other foreign groups as are kept push this one out
+        pickle.loads(w)
+    gc.collect()
+    FACTORY_LOADS.clear()
+    pickle.loads(wire)
+    assert len(FACTORY_LOADS) == 1  # loaded again: the cache is bounded

@@ -8,7 +8,7 @@ give a PPO learner the PPO policies of a `MultiAgentBatch` and a DQN learner the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from rxrl.rl.shard import ReplayShard
 from rxrl.rl.transitions import TransitionBatch
 
 _standardize_advantages = standardize("advantages")
+#: the single-policy learner of a `_PerPolicy`
+L = TypeVar("L", PPOLearner, DQNLearner)
 
 
 def _flat(states: Mapping[PolicyID, Mapping[str, Any]], key: str) -> dict[str, Any]:
@@ -33,32 +35,16 @@ def _flat(states: Mapping[PolicyID, Mapping[str, Any]], key: str) -> dict[str, A
     return {f"{pid}/{name}": v for pid, s in states.items() for name, v in s[key].items()}
 
 
-class MultiPPOLearner:
-    """A `PPOLearner` per policy id; `train` updates each policy on its own rows.
+class _PerPolicy(Generic[L]):
+    """What `MultiPPOLearner` and `MultiDQNLearner` share: ``learners`` (one single-policy
+    learner per policy id), their update counts, weights and checkpoint state."""
 
-    ``spaces`` maps the policies this learner trains to their spaces. Policy ``p`` starts
-    from the weights of seed `policy_seed(seed, p)`, as on the workers. Advantages are
-    standardized per policy over the batch. Policies with no rows in a batch are skipped.
-    """
-
-    def __init__(self, spaces: Mapping[PolicyID, EnvSpaces], config: PPOConfig | None = None,
-                 policy: PolicyConfig | None = None, seed: int = 0, device: Device = "cpu") -> None:
-        self.learners = {pid: PPOLearner(s, config, policy, seed=policy_seed(seed, pid), device=device)
-                         for pid, s in spaces.items()}
+    learners: dict[PolicyID, L]
 
     @property
     def num_updates(self) -> int:
         """Optimizer steps, summed over the policies."""
         return sum(learner.num_updates for learner in self.learners.values())
-
-    def train(self, batch: MultiAgentBatch) -> dict[PolicyID, TrainMetrics]:
-        """Update every policy of this learner that has rows in ``batch``."""
-        reports = {}
-        for pid, learner in self.learners.items():
-            rows = batch.policy_batches.get(pid)
-            if rows is not None and len(rows):
-                reports[pid] = learner.train(_standardize_advantages(rows))
-        return reports
 
     def get_weights(self) -> dict[PolicyID, Weights]:
         """Every policy's weights, by policy id (what `MultiAgentRolloutWorker.set_weights` takes)."""
@@ -81,7 +67,30 @@ class MultiPPOLearner:
             learner.load_state_dict(saved[pid])
 
 
-class MultiDQNLearner:
+class MultiPPOLearner(_PerPolicy[PPOLearner]):
+    """A `PPOLearner` per policy id; `train` updates each policy on its own rows.
+
+    ``spaces`` maps the policies this learner trains to their spaces. Policy ``p`` starts
+    from the weights of seed `policy_seed(seed, p)`, as on the workers. Advantages are
+    standardized per policy over the batch. Policies with no rows in a batch are skipped.
+    """
+
+    def __init__(self, spaces: Mapping[PolicyID, EnvSpaces], config: PPOConfig | None = None,
+                 policy: PolicyConfig | None = None, seed: int = 0, device: Device = "cpu") -> None:
+        self.learners = {pid: PPOLearner(s, config, policy, seed=policy_seed(seed, pid), device=device)
+                         for pid, s in spaces.items()}
+
+    def train(self, batch: MultiAgentBatch) -> dict[PolicyID, TrainMetrics]:
+        """Update every policy of this learner that has rows in ``batch``."""
+        reports = {}
+        for pid, learner in self.learners.items():
+            rows = batch.policy_batches.get(pid)
+            if rows is not None and len(rows):
+                reports[pid] = learner.train(_standardize_advantages(rows))
+        return reports
+
+
+class MultiDQNLearner(_PerPolicy[DQNLearner]):
     """A `DQNLearner` per Q-learning policy; `train` takes several optimizer steps per call.
 
     A call's batch per policy holds ``steps * batch_size`` replayed rows (`MultiReplay`
@@ -94,11 +103,6 @@ class MultiDQNLearner:
         self.config = config or DQNConfig()
         self.learners = {pid: DQNLearner(s, self.config, seed=policy_seed(seed, pid))
                          for pid, s in spaces.items()}
-
-    @property
-    def num_updates(self) -> int:
-        """Optimizer steps, summed over the policies."""
-        return sum(learner.num_updates for learner in self.learners.values())
 
     def train(self, batches: Mapping[PolicyID, TransitionBatch], steps: int = 1
               ) -> dict[PolicyID, TrainMetrics]:
@@ -113,25 +117,6 @@ class MultiDQNLearner:
             parts = [learner.train(batch.take(slice(k * size, (k + 1) * size)))[0] for k in range(steps)]
             reports[pid] = _mean_report(parts)
         return reports
-
-    def get_weights(self) -> dict[PolicyID, Weights]:
-        """Every Q-network's weights, by policy id."""
-        return {pid: learner.get_weights() for pid, learner in self.learners.items()}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Each policy's DQN learner state under ``"learners"`` (``"policy"`` flat, as `MultiPPOLearner`)."""
-        states = {pid: learner.state_dict() for pid, learner in self.learners.items()}
-        return {"policy": _flat(states, "policy"),
-                "optimizer": {p: s["optimizer"] for p, s in states.items()}, "learners": states}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a `state_dict()` with the same policies."""
-        saved = state["learners"]
-        if set(saved) != set(self.learners):
-            raise ValueError(f"the checkpoint has DQN policies {sorted(saved)}, this learner "
-                             f"{sorted(self.learners)}")
-        for pid, learner in self.learners.items():
-            learner.load_state_dict(saved[pid])
 
 
 def _mean_report(parts: list[TrainMetrics]) -> TrainMetrics:

@@ -20,19 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import attrs
 import dqn_settings as d
 import ppo_cartpole as pc
 import ppo_settings as s
-from proctree import TreeMemory
 
 BENCH = Path(__file__).resolve().parent
 
@@ -53,60 +49,9 @@ def run_system(system: str, seed: int, budget_steps: int, sets: list[str], timeo
     out = workdir / f"{system}-{seed}.json"
     argv = [python, str(BENCH / script), "--budget-steps", str(budget_steps), "--seed", str(seed),
             "--out", str(out), "--stop-at-target", *extra, *(f"--set={a}" for a in sets)]
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BENCH), env.get("PYTHONPATH")) if p)
-    log = workdir / f"{system}-{seed}.log"
-    load_before = os.getloadavg()[0]
-    with log.open("w") as log_file:
-        proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=BENCH.parent)
-        memory = TreeMemory(proc.pid)
-        memory.start()
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
-        finally:
-            memory.stop()
-    text = log.read_text()
-    lines = reversed(text.splitlines())
-    summary = next((line for line in lines if line.startswith(system.split("-")[0])), "")
-    print(f"  [{time.strftime('%H:%M:%S')}] {system} seed {seed}: {summary or f'FAILED rc={rc}'}", flush=True)
-    if rc != 0 or not out.exists():
-        record = s.RunRecord(system, seed, budget_steps, {}, notes=[f"failed (rc={rc}): {text[-2000:]}"])
-    else:
-        record = s.RunRecord.from_json(json.loads(out.read_text()))
-        record.system = system
-    record.notes.append(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
-    record.peak_rss_mb = memory.peak_rss / 2**20
-    record.peak_pss_mb = memory.peak_pss / 2**20
-    record.processes = memory.max_processes
-    return record
-
-
-def plot(records: list[s.RunRecord], systems: list[str], path: Path) -> None:
-    """Mean return (last 100 episodes) against wall time and env steps, every run overlaid."""
-    matplotlib: Any = s.optional("matplotlib")
-    matplotlib.use("Agg")
-    plt: Any = s.optional("matplotlib.pyplot")
-    fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=80)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, system in enumerate(systems):
-        for k, r in enumerate(rec for rec in records if rec.system == system and rec.curve):
-            ys = [p.return_mean for p in r.curve]
-            by_time.plot([p.time_s for p in r.curve], ys, color=colors[i % len(colors)], lw=1,
-                         label=system if k == 0 else None)
-            by_steps.plot([p.env_steps_sampled for p in r.curve], ys, color=colors[i % len(colors)], lw=1)
-    for ax, xlabel in ((by_time, "wall time since first sample (s)"), (by_steps, "env steps")):
-        ax.axhline(d.TARGET_RETURN, color="grey", lw=0.8, ls="--")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("mean return, last 100 episodes")
-        ax.grid(alpha=0.3)
-    by_time.legend(fontsize=8, loc="upper left")
-    fig.suptitle("DQN CartPole-v1, matched settings (each line one seed)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    # the rxrl runner prints "rxrl: ..." for both of its backends
+    return pc.run_runner(system, seed, budget_steps, argv, out, timeout_s, workdir,
+                         summary_prefix=system.split("-")[0])
 
 
 def main(argv: list[str]) -> None:
@@ -154,7 +99,8 @@ def main(argv: list[str]) -> None:
         "runs": [r.to_json() for r in records],
     }
     (pc.RESULTS / f"{args.tag}.json").write_text(json.dumps(result, separators=(",", ":")))
-    plot(records, systems, pc.RESULTS / f"{args.tag}.png")
+    pc.plot(records, systems, pc.RESULTS / f"{args.tag}.png", d.TARGET_RETURN,
+            "DQN CartPole-v1, matched settings (each line one seed)")
     print(f"\nwrote bench/results/{args.tag}.json and .png")
 
 

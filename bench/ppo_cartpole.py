@@ -70,6 +70,14 @@ def run_system(system: str, seed: int, budget_steps: int, budget_s: float | None
     argv = [sys.executable, str(BENCH / script), "--budget-steps", str(budget_steps), "--seed", str(seed),
             "--out", str(out), *extra, *(f"--set={a}" for a in sets),
             *([] if budget_s is None else ["--budget-s", str(budget_s)])]
+    return run_runner(system, seed, budget_steps, argv, out, timeout_s, workdir)
+
+
+def run_runner(system: str, seed: int, budget_steps: int, argv: list[str], out: Path, timeout_s: float,
+               workdir: Path, summary_prefix: str | None = None) -> s.RunRecord:
+    """Run a runner's command line ``argv`` (which writes its `RunRecord` to ``out``) in a
+    subprocess, watching its process tree's memory; print its summary line (the last line
+    starting with ``summary_prefix``, default ``"<system>:"``); the record, named ``system``."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BENCH), env.get("PYTHONPATH")) if p)
     log = workdir / f"{system}-{seed}.log"
@@ -86,13 +94,15 @@ def run_system(system: str, seed: int, budget_steps: int, budget_s: float | None
         finally:
             memory.stop()
     text = log.read_text()
-    summary = next((line for line in reversed(text.splitlines()) if line.startswith(f"{system}:")), "")
+    prefix = summary_prefix or f"{system}:"
+    summary = next((line for line in reversed(text.splitlines()) if line.startswith(prefix)), "")
     print(f"  [{time.strftime('%H:%M:%S')}] {system} seed {seed}: "
           f"{summary or f'FAILED rc={rc}, see {log}'}", flush=True)
     if rc != 0 or not out.exists():
         record = s.RunRecord(system, seed, budget_steps, {}, notes=[f"failed (rc={rc}): {text[-2000:]}"])
     else:
         record = s.RunRecord.from_json(json.loads(out.read_text()))
+        record.system = system
     # other people's work on a shared machine shows up here: keep it next to the figures
     record.notes.append(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
     record.peak_rss_mb = memory.peak_rss / 2**20
@@ -229,7 +239,8 @@ def table(all_figures: list[Figures], target: float, startup: bool = False) -> s
 # ------------------------------------------------------------------------------------ plot
 
 
-def plot(records: list[s.RunRecord], systems: list[str], path: Path, target: float) -> None:
+def plot(records: list[s.RunRecord], systems: list[str], path: Path, target: float,
+         title: str = "PPO CartPole-v1, matched settings (each line one seed)") -> None:
     """Mean return (last 100 episodes) against wall time and env steps, every run overlaid."""
     matplotlib: Any = s.optional("matplotlib")
     matplotlib.use("Agg")
@@ -250,7 +261,7 @@ def plot(records: list[s.RunRecord], systems: list[str], path: Path, target: flo
         ax.grid(alpha=0.3)
     by_time.set_xscale("log")
     by_time.legend(fontsize=8, loc="upper left")
-    fig.suptitle("PPO CartPole-v1, matched settings (each line one seed)", fontsize=10)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

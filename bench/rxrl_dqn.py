@@ -1,9 +1,8 @@
 """rxrl's DQN plan (`rxrl.algos.dqn`), or its Ape-X plan (``--apex``), with the matched settings.
 
-The plan is exactly the algorithm's ``plan``; only its config comes from `Matched`. Ray is
-started here with the hand-written loops' arguments, before `rxrl.run` (which then reuses
-it), so every system pays the same start-up; training time starts once the plan's actors
-are constructed.
+The plan is exactly the algorithm's ``plan``; only its config comes from `Matched`. The run is
+`rxrl_ppo.run_plan`'s: on Ray, Ray is started as ``rxrl train`` starts it, before `rxrl.run`
+(which then reuses it); training time starts once the plan's actors are constructed.
 
 Run alone: ``python bench/rxrl_dqn.py --budget-steps 50000 --seed 0 [--apex] [--backend ray|rx|reference]``.
 """
@@ -12,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import attrs
 import dqn_settings as d
 import ppo_settings as s
-import ray
+from rxrl_ppo import run_plan
 
-import rxrl
 from rxrl.algos import apex, dqn
 from rxrl.rl import DQNConfig, QNetConfig, ReplayConfig
 
@@ -55,24 +52,7 @@ def run(m: d.Matched, seed: int, budget_steps: int, backend: str = "ray", use_ap
     record = s.RunRecord(name, seed, budget_steps, attrs.asdict(m),
                          versions=s.versions(["rxrl", "ray", "torch", "gymnasium", "numpy", "reactivex"]))
     plan = apex.plan(apex_config(m, seed)) if use_apex else dqn.plan(dqn_config(m, seed))
-    if backend == "ray":
-        s.clean_ray_env()
-        ray.init(**s.RAY_INIT)
-    try:
-        with rxrl.run(plan, backend=backend) as running:
-            record.setup_s = s.since_start()
-            start = time.perf_counter()
-            for metrics in running:
-                if metrics.train is not None:
-                    record.learner_s += metrics.train.learner_time_s
-                record.add(time.perf_counter() - start, metrics.env_steps_sampled, metrics.env_steps_trained,
-                           metrics.episode_return_mean)
-                if d.done(record, stop_at_target):
-                    break
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-    return record
+    return run_plan(record, plan, backend, lambda r: d.done(r, stop_at_target))
 
 
 def main(argv: list[str]) -> None:

@@ -1,9 +1,10 @@
 """rxrl's IMPALA (or APPO) plan with the matched settings, on the Ray backend.
 
 The plan is exactly `rxrl.algos.impala.plan` (`appo.plan` with ``--algo appo``); only its config
-comes from `MatchedIMPALA`. Ray is started here with the hand-written loop's arguments before
-`rxrl.run`, so both pay the same start-up; training time starts once `rxrl.run` returns (the
-actors are constructed). Each record's staleness (min and max over the batch's fragments,
+comes from `MatchedIMPALA`. The run is `rxrl_ppo.run_plan`'s: Ray is started as ``rxrl
+train`` starts it, before `rxrl.run`; training time starts once `rxrl.run` returns (the
+actors are constructed), so start-up, which differs from the hand-written loop's, is not in
+the rates. Each record's staleness (min and max over the batch's fragments,
 which with two fragments per batch are the two fragments' own) goes into the record's notes.
 
 Run alone: ``python bench/rxrl_impala.py --budget-steps 50000 --seed 0``.
@@ -13,16 +14,14 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 import attrs
 import impala_settings as i
 import ppo_settings as s
-import ray
+from rxrl_ppo import run_plan
 
-import rxrl
 from rxrl.algos import appo, impala
-from rxrl.rl import APPOConfig, IMPALAConfig, PolicyConfig
+from rxrl.rl import APPOConfig, IMPALAConfig, Metrics, PolicyConfig
 from rxrl.rl.impala import VTraceMetrics
 
 
@@ -44,25 +43,14 @@ def run(m: i.MatchedIMPALA, seed: int, budget_steps: int, algo: str = "impala") 
     """Train until ``budget_steps`` env steps were sampled; return the record of the run."""
     record = s.RunRecord(f"rxrl-{algo}", seed, budget_steps, attrs.asdict(m),
                          versions=s.versions(["rxrl", "ray", "torch", "gymnasium", "numpy"]))
-    s.clean_ray_env()
-    ray.init(**s.RAY_INIT)
     staleness: list[tuple[int, int, float]] = []
+
+    def observe(metrics: Metrics) -> None:
+        if isinstance(t := metrics.train, VTraceMetrics):
+            staleness.append((t.staleness_min, t.staleness_max, t.staleness_mean))
+
     plan = impala.plan if algo == "impala" else appo.plan
-    try:
-        with rxrl.run(plan(config(m, seed, algo)), backend="ray") as running:  # type: ignore[arg-type]
-            record.setup_s = s.since_start()
-            start = time.perf_counter()
-            for metrics in running:
-                t = metrics.train
-                if isinstance(t, VTraceMetrics):
-                    record.learner_s += t.learner_time_s
-                    staleness.append((t.staleness_min, t.staleness_max, t.staleness_mean))
-                record.add(time.perf_counter() - start, metrics.env_steps_sampled, metrics.env_steps_trained,
-                           metrics.episode_return_mean)
-                if not record.running():
-                    break
-    finally:
-        ray.shutdown()
+    run_plan(record, plan(config(m, seed, algo)), "ray", lambda r: not r.running(), observe)  # type: ignore[arg-type]
     record.notes.append("staleness " + json.dumps(staleness))
     return record
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -25,7 +26,7 @@ import rxrl.cli  # what the console script imports: its start-up, counted
 from rxrl.algos import ppo
 from rxrl.backends.ray.connect import connect
 from rxrl.cli_train import ray_init_options
-from rxrl.rl import PolicyConfig, PPOConfig
+from rxrl.rl import Metrics, PolicyConfig, PPOConfig
 
 
 def config(m: s.Matched, seed: int) -> ppo.PPO:
@@ -50,7 +51,18 @@ def run(m: s.Matched, seed: int, budget_steps: int, backend: str = "ray",
     name = "rxrl" if backend == "ray" else f"rxrl-{backend}"
     record = s.RunRecord(name, seed, budget_steps, attrs.asdict(m),
                          versions=s.versions(["rxrl", "ray", "torch", "gymnasium", "numpy", "reactivex"]))
-    plan = ppo.plan(config(m, seed))
+    return run_plan(record, ppo.plan(config(m, seed)), backend, lambda r: not r.running(), timeline=timeline)
+
+
+def run_plan(record: s.RunRecord, plan: rxrl.Plan[Metrics], backend: str,
+             stop: Callable[[s.RunRecord], bool], observe: Callable[[Metrics], object] | None = None,
+             timeline: Path | None = None) -> s.RunRecord:
+    """Run ``plan`` on ``backend`` into ``record`` (every rxrl runner's loop) until ``stop``.
+
+    On Ray, Ray is started first as ``rxrl train`` starts it (the module docstring). Each
+    record's learner time, env steps and mean return are added; ``observe`` sees every record.
+    With ``timeline``, Ray's task timeline is written there before Ray shuts down.
+    """
     if backend == "ray":
         s.clean_ray_env()
         connect("local", ray_init_options(plan))
@@ -59,11 +71,13 @@ def run(m: s.Matched, seed: int, budget_steps: int, backend: str = "ray",
             record.setup_s = s.since_start()
             start = time.perf_counter()
             for metrics in running:
+                if observe is not None:
+                    observe(metrics)
                 if metrics.train is not None:
                     record.learner_s += metrics.train.learner_time_s
                 record.add(time.perf_counter() - start, metrics.env_steps_sampled, metrics.env_steps_trained,
                            metrics.episode_return_mean)
-                if not record.running():
+                if stop(record):
                     break
     finally:
         if ray.is_initialized():

@@ -81,13 +81,7 @@ def run(m: s.Matched, seed: int, budget_steps: int, tuned: bool = False,
     settings = {"rllib_tuned_example": True} if tuned else attrs.asdict(m)
     record = s.RunRecord(name, seed, budget_steps, settings,
                          versions=s.versions(["ray", "torch", "gymnasium", "numpy"]))
-    import torch
-
-    torch.set_num_threads(1)  # the local learner runs here: one thread, like every other learner
-    s.clean_ray_env()
-    bench = str(Path(__file__).resolve().parent)  # the env runners import this module's callback
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (bench, os.environ.get("PYTHONPATH")) if p)
-    ray.init(**s.RAY_INIT)
+    start_ray()
     try:
         algo = config(m, seed, tuned, one_env).build_algo()
         learner_time = _time_learner_updates(algo)
@@ -109,6 +103,20 @@ def run(m: s.Matched, seed: int, budget_steps: int, tuned: bool = False,
     finally:
         ray.shutdown()
     return record
+
+
+def start_ray() -> None:
+    """Start the private local Ray every RLlib peer runs on (`ppo_settings.RAY_INIT`), with
+    one torch thread here (the local learner runs in this process, like every other learner
+    on one thread) and bench/ on the env runners' path (they import this module's callback)."""
+    import ray
+    import torch
+
+    torch.set_num_threads(1)
+    s.clean_ray_env()
+    bench = str(Path(__file__).resolve().parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (bench, os.environ.get("PYTHONPATH")) if p)
+    ray.init(**s.RAY_INIT)
 
 
 def _time_learner_updates(algo: Any) -> list[float]:

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import collections
 import math
-import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -58,15 +56,10 @@ def config(m: d.Matched, seed: int) -> Any:
 def run(m: d.Matched, seed: int, budget_steps: int, stop_at_target: bool = False) -> s.RunRecord:
     """Train until `budget_steps` env steps were sampled; return the record of the run."""
     import ray
-    import torch
 
     record = s.RunRecord("rllib", seed, budget_steps, attrs.asdict(m),
                          versions=s.versions(["ray", "torch", "gymnasium", "numpy"]))
-    torch.set_num_threads(1)
-    s.clean_ray_env()
-    bench = str(Path(__file__).resolve().parent)  # the env runners import the callback's module
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (bench, os.environ.get("PYTHONPATH")) if p)
-    ray.init(**s.RAY_INIT)
+    peer_rllib.start_ray()
     try:
         algo = config(m, seed).build_algo()
         learner_time = peer_rllib._time_learner_updates(algo)

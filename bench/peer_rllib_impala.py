@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import collections
 import math
-import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import attrs
 import impala_settings as i
 import ppo_settings as s
-from peer_rllib import RETURNS_KEY, _get, log_episode_return
+from peer_rllib import RETURNS_KEY, _get, log_episode_return, start_ray
 
 
 def config(m: i.MatchedIMPALA, seed: int, algo: str) -> Any:
@@ -54,15 +52,10 @@ def config(m: i.MatchedIMPALA, seed: int, algo: str) -> Any:
 def run(m: i.MatchedIMPALA, seed: int, budget_steps: int, algo: str) -> s.RunRecord:
     """Train until ``budget_steps`` env steps were sampled; return the record of the run."""
     import ray
-    import torch
 
     record = s.RunRecord(f"rllib-{algo}", seed, budget_steps, attrs.asdict(m),
                          versions=s.versions(["ray", "torch", "gymnasium", "numpy"]))
-    torch.set_num_threads(1)
-    s.clean_ray_env()
-    bench = str(Path(__file__).resolve().parent)  # the env runners import the callback's module
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (bench, os.environ.get("PYTHONPATH")) if p)
-    ray.init(**s.RAY_INIT)
+    start_ray()
     try:
         trainer = config(m, seed, algo).build_algo()
         record.setup_s = s.since_start()

@@ -48,7 +48,6 @@ class ApeX(QSettings):
     num_shards: int = attrs.field(default=2, validator=int_at_least(1))
     max_in_flight: int = attrs.field(default=2, validator=int_at_least(1))
     max_weight_sync_delay: int = attrs.field(default=1, validator=int_at_least(1))
-    learner_queue: int = attrs.field(default=2, validator=int_at_least(1))
     updates_per_call: int = attrs.field(default=4, validator=int_at_least(1))
     report_every: int = attrs.field(default=8, validator=int_at_least(1))
     epsilon_base: float = attrs.field(default=0.4, validator=float_in(0.0, 1.0))

@@ -40,7 +40,6 @@ class DQN(QSettings):
     """
 
     exploration_steps: int = attrs.field(default=100_000, validator=int_at_least(1))
-    learner_queue: int = attrs.field(default=2, validator=int_at_least(1))
     learner: DQNConfig = attrs.field(default=LEARNER, validator=instance_of(DQNConfig))
 
     def epsilon(self, index: int) -> LinearSchedule:

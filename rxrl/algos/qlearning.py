@@ -72,6 +72,8 @@ class QSettings(RolloutSettings):
     num_envs_per_worker: int = attrs.field(default=1, validator=int_at_least(1))
     fragment_length: int = attrs.field(default=16, validator=int_at_least(1))
     updates_per_call: int = attrs.field(default=8, validator=int_at_least(1))
+    #: learner calls under way at once (the plans' learner call is pipelined this deep)
+    learner_queue: int = attrs.field(default=2, validator=int_at_least(1))
     learner: DQNConfig = attrs.field(factory=DQNConfig, validator=instance_of(DQNConfig))
 
     def __attrs_post_init__(self) -> None:
@@ -254,7 +256,7 @@ def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSche
                                   name="QRolloutWorker")
     learner = rxrl.indexed_actors(Pickled.of(DQNLearnerFactory(config, start)), 1, name="DQNLearner")
     replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), shards, name="ReplayShard")
-    return QGroups(workers, learner, replay, start, int(getattr(config, "learner_queue", 1)))
+    return QGroups(workers, learner, replay, start, config.learner_queue)
 
 # ------------------------------------------------------------------ rxrl train's checkpoints
 

@@ -112,8 +112,9 @@ def configure(args: argparse.Namespace) -> tuple[Algorithm, RolloutSettings, Che
     else:
         env = args.env or algo.config().env
         config = _settings(algo.config(), {"env": env, **algo.tuned.get(env, {})}, "tuned setting")
-        for spans in ("lr_decay_steps", *algo.budget_settings):  # a schedule spans the run's budget
-            if spans in paths(algo.config):
+        # a schedule spans the run's budget (a None schedule, as PPO's default, stays off)
+        for spans in ("lr_decay_steps", *algo.budget_settings):
+            if spans in paths(algo.config) and getattr(config, spans) is not None:
                 config = _settings(config, {spans: budget(args, algo)}, "--steps")
     config = _settings(config, {k: v for k, v in flags.items() if v is not None}, "option")
     config = _settings(config, overrides, "--set")

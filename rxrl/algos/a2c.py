@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -38,6 +38,8 @@ class A2C(RolloutSettings):
     the learner takes one gradient step, and the new weights reach every worker before
     its next fragment.
     """
+
+    supports_normalization: ClassVar[bool] = True
 
     num_envs_per_worker: int = attrs.field(default=4, validator=int_at_least(1))
     fragment_length: int = attrs.field(default=32, validator=int_at_least(1))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, Literal, Protocol, TypeVar, get_args
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_args
 
 import attrs
 import gymnasium as gym
@@ -116,6 +116,14 @@ def device_of(settings: RolloutSettings) -> str:
     return settings.learner_device
 
 
+def _policy(inst: Any, attribute: attrs.Attribute[PolicyConfig], value: PolicyConfig) -> None:
+    instance_of(PolicyConfig)(inst, attribute, value)
+    if value.normalizes and not type(inst).supports_normalization:
+        raise ValueError(f"{type(inst).__name__} does not support policy.normalize_obs or "
+                         "policy.scale_rewards (running statistics need a learner that trains on "
+                         "the workers' batches: ppo, a2c, impala, appo)")
+
+
 @attrs.frozen(kw_only=True)
 class RolloutSettings:
     """Settings every algorithm here shares: the env, the rollout workers and the policy.
@@ -136,9 +144,13 @@ class RolloutSettings:
     fragment_length: int = attrs.field(default=128, validator=int_at_least(1))
     gamma: float = attrs.field(default=0.99, validator=float_in(0.0, 1.0))
     lam: float = attrs.field(default=0.95, validator=float_in(0.0, 1.0))
-    policy: PolicyConfig = attrs.field(factory=PolicyConfig, validator=instance_of(PolicyConfig))
+    policy: PolicyConfig = attrs.field(factory=PolicyConfig, validator=_policy)
     learner_threads: int = attrs.field(default=1, validator=int_at_least(1))
     learner_device: LearnerDevice = attrs.field(default="cpu", validator=_device)
+
+    #: whether the plan merges the workers' running statistics on its learner (so that
+    #: ``policy.normalize_obs`` / ``policy.scale_rewards`` may be set)
+    supports_normalization: ClassVar[bool] = False
 
     @property
     def round_size(self) -> int:
@@ -163,7 +175,7 @@ def env_spaces(config: RolloutSettings, algorithm: str) -> EnvSpaces:
         gym.spec(name)
     except gym.error.Error as e:
         raise ValueError(f"unknown env id {config.env!r}: {e}") from e
-    spaces = EnvSpaces.of(config.env, config.env_kwargs)
+    spaces = spaces_of(config.env, config.env_kwargs)
     action, obs = spaces.action, spaces.observation
     if not (isinstance(action, gym.spaces.Discrete)
             or (isinstance(action, gym.spaces.Box) and len(action.shape) == 1)):
@@ -173,6 +185,19 @@ def env_spaces(config: RolloutSettings, algorithm: str) -> EnvSpaces:
         raise ValueError(f"{algorithm} does not support the observation space {obs} of "
                          f"{config.env}; supported: Box and Discrete")
     return spaces
+
+
+def spaces_of(env: str, env_kwargs: Mapping[str, Any] | None = None) -> EnvSpaces:
+    """`EnvSpaces.of(env)`, with a missing optional dependency as one ValueError line that
+    names what to install (MuJoCo envs: the ``mujoco`` extra)."""
+    try:
+        return EnvSpaces.of(env, env_kwargs)
+    except gym.error.DependencyNotInstalled as e:
+        entry = str(gym.spec(registered_id(env)).entry_point)
+        if entry.startswith("gymnasium.envs.mujoco"):
+            raise ValueError(f"{env} needs MuJoCo, which is not installed here: pip install -e "
+                             "\".[mujoco]\" (the mujoco extra: mujoco<4 and imageio)") from None
+        raise ValueError(f"{env} needs a package that is not installed: {e}") from None
 
 
 def registered_id(env: str) -> str:
@@ -390,6 +415,6 @@ __all__ = [
     "Groups", "LearnerDevice", "LearnerFactory", "Progress", "RolloutSettings", "Start", "Trained",
     "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "episodes_of",
     "device_of", "float_in", "instance_of", "int_at_least", "join_rounds", "make_groups",
-    "optional", "registered_id", "rows",
+    "optional", "registered_id", "rows", "spaces_of",
     "set_learning_rate", "set_weights", "train_and_get_weights", "train_on_fragments",
 ]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import attrs
 
@@ -14,16 +14,19 @@ from rxrl.algos.common import (
     Progress,
     RolloutSettings,
     Start,
+    Trained,
     env_spaces,
     instance_of,
     int_at_least,
     join_rounds,
     make_groups,
+    optional,
     rows,
+    set_learning_rate,
     set_weights,
     train_on_fragments,
 )
-from rxrl.rl import Metrics, PPOConfig, PPOLearner, RolloutWorker
+from rxrl.rl import Metrics, PPOConfig, PPOLearner, RolloutWorker, SampleBatch
 
 #: The learner settings `PPO` starts from: CleanRL's PPO with a larger step size, 10 epochs,
 #: no entropy bonus and no value clipping, which learns CartPole in ~60k steps (see
@@ -39,11 +42,18 @@ class PPO(RolloutSettings):
     weights; rounds are concatenated until ``train_batch_size`` transitions, advantages are
     standardized over the batch, the learner runs ``learner.num_epochs`` epochs of minibatch
     SGD, and the new weights reach every worker before its next fragment.
+
+    With ``lr_decay_steps`` the learning rate decays linearly from ``learner.lr`` to 0 over
+    that many trained env steps (CleanRL's annealing; ``rxrl train`` sets it to ``--steps``
+    when it is not None, as the MuJoCo settings in `TUNED` have it); None keeps it constant.
     """
+
+    supports_normalization: ClassVar[bool] = True
 
     fragment_length: int = attrs.field(default=64, validator=int_at_least(1))
     train_batch_size: int = attrs.field(default=1024, validator=int_at_least(1))
     learner: PPOConfig = attrs.field(default=LEARNER, validator=instance_of(PPOConfig))
+    lr_decay_steps: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
 
     def __attrs_post_init__(self) -> None:
         if self.learner.minibatch_size > self.train_batch_size:
@@ -65,17 +75,46 @@ def plan(config: PPO, actors: Groups[PPOLearner] | None = None) -> rxrl.Plan[Met
               | ops.barrier())                                # one round, all sampled with one weights
     if config.train_batch_size > config.round_size:             # a batch of several rounds
         rounds = rounds | ops.window(min_size=config.train_batch_size, combine=join_rounds, size=rows)
+    train = train_on_fragments if config.lr_decay_steps is None else decayed(config)
     return (
         rounds
-        | ops.call(learner, train_on_fragments)             # concat, standardize, train: on the learner
+        | ops.call(learner, train)                          # concat, standardize, train: on the learner
         | ops.broadcast(workers, set_weights)               # reaches every worker before it samples
         | ops.map(progress.observe_trained)                 # Metrics
     )
 
 
+def decayed(config: PPO) -> Callable[[PPOLearner, list[SampleBatch]], Trained]:
+    """`train_on_fragments` at a learning rate decayed linearly over ``lr_decay_steps``."""
+    assert config.lr_decay_steps is not None
+    steps, lr, train = config.lr_decay_steps, config.learner.lr, train_on_fragments
+
+    def train_on_fragments_decayed(learner: PPOLearner, fragments: list[SampleBatch]) -> Trained:
+        """Set the decayed learning rate, then concatenate, standardize and train."""
+        set_learning_rate(learner, lr * max(0.0, 1.0 - learner.env_steps_trained / steps))
+        return train(learner, fragments)
+
+    return train_on_fragments_decayed
+
+
+#: CleanRL's continuous-control PPO (ppo_continuous_action.py): 2048 steps per batch (two
+#: workers of one env, 1024 steps each), 10 epochs of minibatches of 64, lr 3e-4 annealed to 0
+#: over the run, value clipping, no entropy bonus, observations normalized and rewards scaled
+#: with running statistics synced through the learner (docs/algorithms.md, "PPO on MuJoCo")
+MUJOCO: Mapping[str, Any] = {
+    "num_envs_per_worker": 1, "fragment_length": 1024, "train_batch_size": 2048,
+    "gamma": 0.99, "lam": 0.95, "lr_decay_steps": 1_000_000,
+    "learner.lr": 3e-4, "learner.num_epochs": 10, "learner.minibatch_size": 64,
+    "learner.clip_vloss": True, "learner.ent_coef": 0.0, "learner.max_grad_norm": 0.5,
+    "policy.normalize_obs": True, "policy.scale_rewards": True,
+}
+MUJOCO_ENVS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Humanoid-v5", "HumanoidStandup-v5",
+               "Swimmer-v5", "Walker2d-v5")
+
 #: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies
 #: them for that env; ``--set`` overrides them).
 TUNED: Mapping[str, Mapping[str, Any]] = {
+    **{env: MUJOCO for env in MUJOCO_ENVS},
     # a short horizon, longer fragments; no global gradient clipping: early value errors are
     # large, and clipping their norm together with the policy's starves the policy update
     "Pendulum-v1": {"gamma": 0.9, "fragment_length": 256, "num_envs_per_worker": 4,
@@ -83,4 +122,4 @@ TUNED: Mapping[str, Mapping[str, Any]] = {
                     "learner.max_grad_norm": None},
 }
 
-__all__ = ["LEARNER", "PPO", "TUNED", "groups", "plan"]
+__all__ = ["LEARNER", "MUJOCO", "MUJOCO_ENVS", "PPO", "TUNED", "decayed", "groups", "plan"]

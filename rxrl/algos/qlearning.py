@@ -29,6 +29,7 @@ from rxrl.algos.common import (
     instance_of,
     int_at_least,
     registered_id,
+    spaces_of,
 )
 from rxrl.plan import Op
 from rxrl.rl import (
@@ -109,7 +110,7 @@ def env_spaces_of(config: QSettings, algorithm: str) -> EnvSpaces:
         raise ValueError(f"cannot import the module of env {config.env!r}: {e}") from e
     except gym.error.Error as e:
         raise ValueError(f"unknown env id {config.env!r}: {e}") from e
-    spaces = EnvSpaces.of(config.env, config.env_kwargs)
+    spaces = spaces_of(config.env, config.env_kwargs)
     if not isinstance(spaces.action, gym.spaces.Discrete):
         raise ValueError(f"{algorithm} does not support the action space {spaces.action} of "
                          f"{config.env}: it needs a Discrete one (a Q-value per action)")

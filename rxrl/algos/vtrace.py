@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -54,6 +54,8 @@ class VTraceSettings(RolloutSettings):
     learning rate decays linearly from ``learner.lr`` to 0 over ``lr_decay_steps`` trained
     transitions (``rxrl train`` sets it to ``--steps``); None keeps it constant.
     """
+
+    supports_normalization: ClassVar[bool] = True
 
     max_in_flight: int = attrs.field(default=1, validator=int_at_least(1))
     train_batch_size: int = attrs.field(default=512, validator=int_at_least(1))

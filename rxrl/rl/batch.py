@@ -10,6 +10,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from rxrl.rl.normalize import NormStats
+
 FloatArray = npt.NDArray[np.float32]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -51,9 +53,10 @@ class SampleBatch:
     Batch-level extras, not per transition: `episode_returns` / `episode_lengths` of the
     episodes that ended while the batch was sampled, and `env_steps`, the environment
     transitions stepped to produce it (at least `B`: a worker may step a few it does not
-    keep; defaults to `B`). `concat` sums and joins them; `shuffle` keeps them; `slice` and
-    `minibatches` return sub-batches without episode statistics (they would be counted twice
-    otherwise) and with `env_steps` equal to their length.
+    keep; defaults to `B`), and `norm_stats`, the running-statistics contribution of a
+    normalizing worker (`rxrl.rl.normalize`). `concat` sums, joins and merges them;
+    `shuffle` keeps them; `slice` and `minibatches` return sub-batches without them (they
+    would be counted twice otherwise) and with `env_steps` equal to their length.
 
     Rows from a `RolloutWorker` are env-major: each environment's transitions are
     consecutive, in time order. Equality is identity (arrays have no useful `==`).
@@ -71,6 +74,9 @@ class SampleBatch:
     episode_returns: FloatArray = attrs.field(factory=_empty_floats)
     episode_lengths: npt.NDArray[np.int64] = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
     env_steps: int = attrs.field(default=attrs.Factory(_default_env_steps, takes_self=True))
+    #: the raw observation and return moments the worker saw (`rxrl.rl.normalize`), when
+    #: its policy normalizes; a learner merges them after training on the batch
+    norm_stats: NormStats | None = None
 
     def __attrs_post_init__(self) -> None:
         shapes = {name: np.shape(getattr(self, name)) for name in COLUMNS}
@@ -128,6 +134,7 @@ class SampleBatch:
             episode_returns=np.concatenate([b.episode_returns for b in batches]),
             episode_lengths=np.concatenate([b.episode_lengths for b in batches]),
             env_steps=sum(b.env_steps for b in batches),
+            norm_stats=NormStats.merge_all([b.norm_stats for b in batches]),
         )
 
     def slice(self, start: int, stop: int) -> SampleBatch:

@@ -43,12 +43,28 @@ class PolicyConfig:
     the actor and the critic each get their own trunk of that shape; with `True` they share
     one and differ only in their heads. `init_log_std` is the initial state-independent
     log standard deviation of the Gaussian head (Box action spaces only).
+
+    Running statistics (`rxrl.rl.normalize`; CleanRL's and SB3's continuous-control
+    details): `normalize_obs` feeds the networks `clip((obs - mean) / std, +-obs_clip)`
+    with the running mean and std of the observations seen; `scale_rewards` has workers
+    divide rewards by the running std of the discounted return (clipped to
+    `+-reward_clip`) before GAE. The statistics live in the policy's `state_dict` (so in
+    weights and checkpoints), are merged on the learner and reach workers with the weights.
     """
 
     hidden_sizes: tuple[int, ...] = attrs.field(default=(64, 64), validator=_positive_ints)
     activation: Activation = attrs.field(default="tanh", validator=v.in_(("tanh", "relu")))
     shared_trunk: bool = False
     init_log_std: float = 0.0
+    normalize_obs: bool = False
+    obs_clip: float = attrs.field(default=10.0, validator=v.gt(0.0))
+    scale_rewards: bool = False
+    reward_clip: float = attrs.field(default=10.0, validator=v.gt(0.0))
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether the policy carries running statistics (`normalize_obs` or `scale_rewards`)."""
+        return self.normalize_obs or self.scale_rewards
 
 
 @attrs.frozen

@@ -28,6 +28,7 @@ from rxrl.rl.gae import vtrace
 from rxrl.rl.learner import Device, Learner
 from rxrl.rl.losses import LossTerms
 from rxrl.rl.metrics import TrainMetrics
+from rxrl.rl.normalize import NormStats
 from rxrl.rl.policy import ActorCritic, GaussianActorCritic, Weights
 
 
@@ -111,8 +112,6 @@ class VTraceLearner(Learner):
         #: per worker, the update count of the weights it was last given
         self.sent: dict[int, int] = {}
         self._base_version = 0
-        #: transitions trained on so far (a learning-rate schedule's clock)
-        self.env_steps_trained = 0
         #: updates so far: batches trained on (the version of the current weights; an update
         #: is ``num_epochs`` passes of minibatch steps, counted in ``num_updates``)
         self.version = 0
@@ -167,6 +166,7 @@ class VTraceLearner(Learner):
                     values.append(loss.values)
         self.version += 1
         self._after_update()
+        self.merge_stats(NormStats.merge_all([f.batch.norm_stats for f in fragments]))
         return self._metrics(terms, norms, rhos, targets, values, staleness, len(batch), start)
 
     # -- the loss ---------------------------------------------------------------------------
@@ -245,16 +245,14 @@ class VTraceLearner(Learner):
     # -- state ------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """`Learner.state_dict` plus the transitions trained on and the weights' version."""
+        """`Learner.state_dict` plus the weights' version."""
         state = super().state_dict()
-        state["env_steps_trained"] = self.env_steps_trained
         state["version"] = self.version
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a `state_dict()`; workers' weights count as given at its update count."""
         super().load_state_dict(state)
-        self.env_steps_trained = int(state.get("env_steps_trained", 0))
         self.version = int(state.get("version", 0))
         self._base_version = self.version
         self.sent.clear()
@@ -319,6 +317,8 @@ class APPOLearner(VTraceLearner):
                          gamma=gamma, lam=lam)
         self.target: ActorCritic = copy.deepcopy(self.policy)
         self.target.requires_grad_(False)
+        if self.policy.normalizer is not None:  # one set of statistics: the policy's
+            self.target.normalizer = self.policy.normalizer
         #: updates (batches) since the target network last moved
         self.updates_since_target = 0
 

@@ -25,6 +25,7 @@ from rxrl.rl.losses import (
     train_metrics,
 )
 from rxrl.rl.metrics import TrainMetrics
+from rxrl.rl.normalize import NormStats
 from rxrl.rl.policy import ActorCritic, Weights, make_policy
 
 #: where a learner trains: ``"cpu"``, ``"cuda"`` (or ``"cuda:N"``), or ``"auto"`` (CUDA when
@@ -93,6 +94,8 @@ class Learner:
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr, eps=adam_eps)
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0x1EA12]))
         self.num_updates = 0
+        #: transitions trained on so far (a learning-rate schedule's clock)
+        self.env_steps_trained = 0
 
     def tensors(self, batch: SampleBatch) -> TensorBatch:
         """The loss columns of ``batch`` as tensors on the learner's device."""
@@ -119,6 +122,7 @@ class Learner:
                 "optimizer": self.optimizer.state_dict(),
                 "rng": self.rng.bit_generator.state,
                 "num_updates": self.num_updates,
+                "env_steps_trained": self.env_steps_trained,
             }
         )
         return state
@@ -130,6 +134,15 @@ class Learner:
         self.optimizer.load_state_dict(state["optimizer"])  # casts to the parameters' device
         self.rng.bit_generator.state = state["rng"]
         self.num_updates = int(state["num_updates"])
+        self.env_steps_trained = int(state.get("env_steps_trained", 0))
+
+    def merge_stats(self, stats: NormStats | None) -> None:
+        """Add a trained batch's running-statistics contribution to the policy's (a
+        normalizing policy, `PolicyConfig.normalize_obs` / `scale_rewards`; else nothing).
+        Called *after* training on the batch: it trains with the statistics it was sampled
+        with (`rxrl.rl.normalize`)."""
+        if self.policy.normalizer is not None:
+            self.policy.normalizer.merge(stats)
 
     def _step(self, loss: torch.Tensor, max_grad_norm: float | None) -> float:
         """One optimizer step on `loss`; returns the pre-clipping gradient norm."""
@@ -182,6 +195,8 @@ class PPOLearner(Learner):
                 terms.append(term)
             if c.target_kl is not None and terms[-1].approx_kl > c.target_kl:
                 break
+        self.merge_stats(batch.norm_stats)
+        self.env_steps_trained += len(batch)
         return train_metrics(terms, norms, batch, start, num_updates=len(terms))
 
 
@@ -213,6 +228,8 @@ class A2CLearner(Learner):
             normalize_advantages=c.normalize_advantages,
         )
         norm = self._step(term.loss, c.max_grad_norm)
+        self.merge_stats(batch.norm_stats)
+        self.env_steps_trained += len(batch)
         return train_metrics([term], [norm], batch, start, num_updates=1)
 
     def apply_gradients(self, grads: Gradients) -> Weights:

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from rxrl.rl.config import PolicyConfig
+from rxrl.rl.normalize import Normalizer
 
 #: Policy weights as plain numpy arrays, keyed by torch state-dict name: cheap to pickle.
 Weights = dict[str, npt.NDArray[np.float32]]
@@ -86,6 +87,12 @@ class ActorCritic(nn.Module, ABC):
             self._one_hot, self._obs_start = None, 0
             in_dim = int(np.prod(observation_space.shape or ()))
         width = config.hidden_sizes[-1]
+        if config.normalize_obs and self._one_hot is not None:
+            raise ValueError("PolicyConfig.normalize_obs needs a Box observation space, got "
+                             f"{observation_space!r}")
+        #: running statistics (`PolicyConfig.normalize_obs` / `scale_rewards`), else None
+        self.normalizer = (Normalizer(in_dim, config.obs_clip, config.reward_clip)
+                           if config.normalizes else None)
         self.pi_trunk = _trunk(in_dim, config, init)
         self.vf_trunk = None if config.shared_trunk else _trunk(in_dim, config, init)
         self.pi_head = _layer(width, out_dim, 0.01, init)
@@ -110,7 +117,10 @@ class ActorCritic(nn.Module, ABC):
         """Observations `[B, *obs_shape]` as float features `[B, in_dim]`."""
         if self._one_hot is not None:
             return nn.functional.one_hot(obs.long() - self._obs_start, self._one_hot).float()
-        return obs.reshape(obs.shape[0], -1).float()
+        flat = obs.reshape(obs.shape[0], -1)
+        if self.normalizer is not None and self.config.normalize_obs:
+            return self.normalizer.obs_torch(flat)
+        return flat.float()
 
     def heads(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Policy head output `[B, out_dim]` and values `[B]` from encoded observations."""
@@ -156,7 +166,10 @@ class ActorCritic(nn.Module, ABC):
     def _np_encode(self, obs: npt.NDArray[Any]) -> FloatArray:
         if self._one_hot is not None:
             return np.eye(self._one_hot, dtype=np.float32)[np.asarray(obs, dtype=np.intp) - self._obs_start]
-        return np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
+        flat = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
+        if self.normalizer is not None and self.config.normalize_obs:
+            return self.normalizer.obs_np(flat)
+        return flat
 
     def _np_mlp(self, part: str, x: FloatArray) -> FloatArray:
         """Run one part (a trunk: linear + activation per layer; a head: one linear)."""

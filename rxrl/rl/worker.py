@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +18,7 @@ from rxrl.rl.env import EnvSpaces, autoreset_mode, make_vector_env
 from rxrl.rl.fragment import Fragment
 from rxrl.rl.gae import compute_gae
 from rxrl.rl.losses import Gradients, a2c_gradients
+from rxrl.rl.normalize import NormStats, ReturnTracker, RunningMoments
 from rxrl.rl.policy import ActorCritic, Weights, make_policy
 
 
@@ -47,6 +49,12 @@ class RolloutWorker:
 
     Episode statistics in a batch are those of episodes that ended during its sampling.
     `env_steps` counts every transition stepped, dropped surplus included.
+
+    With a normalizing policy (`PolicyConfig.normalize_obs` / `scale_rewards`) the worker
+    acts on observations normalized with the statistics it was last sent, stores the raw
+    observations (the learner's policy normalizes them the same way) and the *scaled*
+    rewards (GAE is computed on those), keeps episode returns raw, and attaches the batch's
+    contribution to the statistics as `norm_stats` (`rxrl.rl.normalize`).
     """
 
     def __init__(
@@ -84,6 +92,8 @@ class RolloutWorker:
         self._resetting = np.zeros(num_envs, dtype=np.bool_)
         self._episode_return = np.zeros(num_envs, dtype=np.float64)
         self._episode_length = np.zeros(num_envs, dtype=np.int64)
+        # reward scaling: the running discounted returns whose std rewards are divided by
+        self._returns = ReturnTracker(num_envs, gamma) if self.policy.config.scale_rewards else None
         self._action_low: npt.NDArray[np.floating] | None = None
         self._action_high: npt.NDArray[np.floating] | None = None
         self._action_offset = 0
@@ -96,7 +106,8 @@ class RolloutWorker:
     def sample(self) -> SampleBatch:
         """Step the envs for one fragment and return it (see the class docstring)."""
         steps = self._step_fragment(final_obs=False)
-        return steps.batch(self.policy.value(self._obs), self.fragment_length, self.gamma, self.lam)
+        batch = steps.batch(self.policy.value(self._obs), self.fragment_length, self.gamma, self.lam)
+        return self._with_stats(batch)
 
     def sample_fragment(self) -> Fragment:
         """Step the envs for one fragment and return it raw, for an off-policy learner.
@@ -106,7 +117,17 @@ class RolloutWorker:
         bootstraps its own values from and `weights_version` (see `Fragment`).
         """
         steps = self._step_fragment(final_obs=True)
-        return steps.fragment(self._obs, self.fragment_length, self.weights_version)
+        fragment = steps.fragment(self._obs, self.fragment_length, self.weights_version)
+        return attrs.evolve(fragment, batch=self._with_stats(fragment.batch))
+
+    def _with_stats(self, batch: SampleBatch) -> SampleBatch:
+        """`batch` with its contribution to the running statistics, if the policy normalizes."""
+        config = self.policy.config
+        if not config.normalizes:
+            return batch
+        obs = RunningMoments.of(batch.obs.reshape(len(batch), -1)) if config.normalize_obs else None
+        returns = self._returns.take() if self._returns is not None else None
+        return attrs.evolve(batch, norm_stats=NormStats(obs, returns))
 
     def _step_fragment(self, final_obs: bool) -> _Steps:
         """Step until every env has `fragment_length` new transitions (the class docstring);
@@ -124,8 +145,12 @@ class RolloutWorker:
             counts += valid
             rewards = np.where(valid, rewards, 0.0).astype(np.float32)
             terminated, truncated = terminated & valid, truncated & valid
-            steps.add(obs, actions, logp, values, rewards, terminated, truncated, valid)
             done = terminated | truncated
+            trained = rewards
+            if self._returns is not None and self.policy.normalizer is not None:
+                self._returns.step(rewards, valid, done)
+                trained = self.policy.normalizer.scale_rewards(rewards)
+            steps.add(obs, actions, logp, values, trained, terminated, truncated, valid)
             self._episode_return += rewards
             self._episode_length += valid
             if done.any():

@@ -13,7 +13,20 @@ from typing import Any, cast
 
 import attrs
 
-from rxrl.algos import a2c, a3c, apex, appo, dqn, impala, maml, multi_agent, ppo, qlearning, two_trainer
+from rxrl.algos import (
+    a2c,
+    a3c,
+    apex,
+    appo,
+    dqn,
+    impala,
+    maml,
+    multi_agent,
+    ppo,
+    qlearning,
+    sac,
+    two_trainer,
+)
 from rxrl.algos.common import Groups, RolloutSettings, Start
 from rxrl.plan import Plan
 from rxrl.rl import Metrics
@@ -93,6 +106,10 @@ ALGORITHMS: Mapping[str, Algorithm] = {
                       "Ape-X DQN: asynchronous epsilon-greedy workers, prioritized replay shards, "
                       "a pipelined learner", check_env=qlearning.check("apex"),
                       snapshot=qlearning.snapshot(4), greedy=qlearning.greedy),
+    "sac": Algorithm("sac", sac.SAC, sac.plan, cast(Any, sac.groups), 100_000, sac.TUNED,
+                     "soft actor-critic (twin Q, automatic entropy tuning) from a replay actor at a "
+                     "fixed update-to-data ratio", check_env=sac.check, snapshot=qlearning.snapshot(1),
+                     greedy=sac.greedy),
 }
 
 
@@ -105,4 +122,4 @@ def get(name: str) -> Algorithm:
 
 
 __all__ = ["ALGORITHMS", "Algorithm", "a2c", "a3c", "apex", "appo", "dqn", "get", "impala", "maml",
-           "multi_agent", "ppo", "qlearning", "two_trainer"]
+           "multi_agent", "ppo", "qlearning", "sac", "two_trainer"]

@@ -11,7 +11,7 @@ import rxrl
 from rxrl import ops
 from rxrl.algos import dqn
 from rxrl.algos.common import Start, float_in, instance_of, int_at_least
-from rxrl.algos.qlearning import QGroups, QSettings, env_spaces_of, make_q_groups
+from rxrl.algos.qlearning import DQNGroups, QSettings, env_spaces_of, make_q_groups
 from rxrl.algos.qsteps import (
     QProgress,
     load_weights_if_sent,
@@ -75,13 +75,13 @@ class ApeX(QSettings):
         return self.num_workers * self.max_in_flight + 1
 
 
-def groups(config: ApeX, start: Start | None = None) -> QGroups:
+def groups(config: ApeX, start: Start | None = None) -> DQNGroups:
     """The plan's actors: ``num_workers`` workers, one `DQNLearner`, ``num_shards`` shards."""
     env_spaces_of(config, "apex")
     return make_q_groups(config, config.epsilon, start, config.num_shards)
 
 
-def plan(config: ApeX, actors: QGroups | None = None) -> rxrl.Plan[Metrics]:
+def plan(config: ApeX, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:
     """Ape-X as a plan: one `Metrics` record per ``report_every`` learner calls, forever."""
     g = actors or groups(config)
     progress = QProgress(config.num_workers, config.reporting, config.max_weight_sync_delay,

@@ -234,6 +234,15 @@ class Start:
         return int(self.learner_state.get("version", 0))
 
 
+def worker_seed(settings: RolloutSettings, start: Start | None) -> int:
+    """The seed of a run's workers: ``settings.seed``, or for a resumed run (``start`` with a
+    reseed count) one drawn from ``(seed, reseed)``, so that it does not replay the episodes
+    of the run it continues."""
+    if start is None or not start.reseed:
+        return settings.seed
+    return int(np.random.SeedSequence([settings.seed, start.reseed]).generate_state(1)[0] >> 1)
+
+
 @attrs.frozen
 class WorkerFactory:
     """``index -> RolloutWorker``: picklable, so that a Ray actor can build its worker."""
@@ -243,11 +252,9 @@ class WorkerFactory:
 
     def __call__(self, index: int) -> RolloutWorker:
         s = self.settings
-        seed = s.seed
-        if self.start is not None and self.start.reseed:
-            seed = int(np.random.SeedSequence([s.seed, self.start.reseed]).generate_state(1)[0] >> 1)
         worker = RolloutWorker(registered_id(s.env), num_envs=s.num_envs_per_worker,
-                               fragment_length=s.fragment_length, seed=seed, worker_index=index,
+                               fragment_length=s.fragment_length, seed=worker_seed(s, self.start),
+                               worker_index=index,
                                gamma=s.gamma, lam=s.lam, policy=s.policy, env_kwargs=s.env_kwargs)
         if self.start is not None:
             worker.set_weights(self.start.weights(), version=self.start.version())
@@ -415,6 +422,6 @@ __all__ = [
     "Groups", "LearnerDevice", "LearnerFactory", "Progress", "RolloutSettings", "Start", "Trained",
     "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "episodes_of",
     "device_of", "float_in", "instance_of", "int_at_least", "join_rounds", "make_groups",
-    "optional", "registered_id", "rows", "spaces_of",
+    "optional", "registered_id", "rows", "spaces_of", "worker_seed",
     "set_learning_rate", "set_weights", "train_and_get_weights", "train_on_fragments",
 ]

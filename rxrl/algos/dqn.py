@@ -10,7 +10,7 @@ import attrs
 import rxrl
 from rxrl import ops
 from rxrl.algos.common import Start, instance_of, int_at_least
-from rxrl.algos.qlearning import QGroups, QSettings, env_spaces_of, make_q_groups
+from rxrl.algos.qlearning import DQNGroups, QSettings, env_spaces_of, make_q_groups
 from rxrl.algos.qsteps import QProgress, sample_batches, set_q_weights, store_round, train_on_batches
 from rxrl.rl import DQNConfig, LinearSchedule, Metrics, QRolloutWorker, epsilon_schedule
 
@@ -54,13 +54,13 @@ class DQN(QSettings):
         return self.calls_per(self.round_size)
 
 
-def groups(config: DQN, start: Start | None = None) -> QGroups:
+def groups(config: DQN, start: Start | None = None) -> DQNGroups:
     """The plan's actors: ``num_workers`` workers, one `DQNLearner`, one replay shard."""
     env_spaces_of(config, "dqn")
     return make_q_groups(config, config.epsilon, start)
 
 
-def plan(config: DQN, actors: QGroups | None = None) -> rxrl.Plan[Metrics]:
+def plan(config: DQN, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:
     """DQN as a plan: one `Metrics` record per learner call, forever."""
     g = actors or groups(config)
     progress = QProgress()

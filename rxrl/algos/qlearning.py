@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import attrs
 import gymnasium as gym
-import numpy as np
 import numpy.typing as npt
 import torch
 
@@ -30,6 +29,7 @@ from rxrl.algos.common import (
     int_at_least,
     registered_id,
     spaces_of,
+    worker_seed,
 )
 from rxrl.plan import Op
 from rxrl.rl import (
@@ -38,6 +38,7 @@ from rxrl.rl import (
     EnvSpaces,
     LinearSchedule,
     QRolloutWorker,
+    ReplayConfig,
     ReplayShard,
     make_q_network,
 )
@@ -48,9 +49,26 @@ if TYPE_CHECKING:  # rxrl.cli_run imports the algorithms: the type only, to avoi
 
 #: the `RolloutSettings` fields the Q-learning plans do not read, and where the setting lives
 A = TypeVar("A")
+W = TypeVar("W")
+L = TypeVar("L")
 
 _NOT_HERE = {"gamma": "learner.gamma", "lam": "nothing (no GAE in Q-learning)",
              "policy": "learner.q_net"}
+
+
+class _HasReplay(Protocol):
+    @property
+    def replay(self) -> ReplayConfig: ...
+
+
+class ReplaySettings(Protocol):
+    """What the replay pieces read of a config (`QSettings`, `rxrl.algos.sac.SAC`)."""
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def learner(self) -> _HasReplay: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -135,22 +153,26 @@ def check(algorithm: str) -> Callable[[QSettings, Mapping[str, Any] | None], Non
             raise ValueError(f"its Q-network does not fit the config (learner.q_net "
                              f"{attrs.asdict(config.learner.q_net)}): resume with the q_net settings "
                              "it was trained with")
-        shards = state.get("replay", [])
-        if len(shards) != num_shards(config):
-            raise ValueError(f"it holds {len(shards)} replay shard(s), the config "
-                             f"{num_shards(config)}")
-        replay = config.learner.replay
-        for shard in shards:
-            buffer = shard["buffer"]
-            if int(buffer["capacity"]) != replay.capacity or ("priorities" in buffer) != replay.prioritized:
-                raise ValueError(f"its replay (capacity {buffer['capacity']}, prioritized "
-                                 f"{'priorities' in buffer}) does not fit learner.replay (capacity "
-                                 f"{replay.capacity}, prioritized {replay.prioritized})")
+        check_replay(config, state)
 
     return check_env_and_checkpoint
 
 
-def num_shards(config: QSettings) -> int:
+def check_replay(config: ReplaySettings, state: Mapping[str, Any]) -> None:
+    """That a checkpoint's replay shards fit ``config`` (their number, capacity and kind)."""
+    shards = state.get("replay", [])
+    if len(shards) != num_shards(config):
+        raise ValueError(f"it holds {len(shards)} replay shard(s), the config {num_shards(config)}")
+    replay = config.learner.replay
+    for shard in shards:
+        buffer = shard["buffer"]
+        if int(buffer["capacity"]) != replay.capacity or ("priorities" in buffer) != replay.prioritized:
+            raise ValueError(f"its replay (capacity {buffer['capacity']}, prioritized "
+                             f"{'priorities' in buffer}) does not fit learner.replay (capacity "
+                             f"{replay.capacity}, prioritized {replay.prioritized})")
+
+
+def num_shards(config: ReplaySettings) -> int:
     """Replay shards of ``config``'s plan (``num_shards``, or one)."""
     return int(getattr(config, "num_shards", 1))
 
@@ -172,11 +194,8 @@ class QWorkerFactory:
 
     def __call__(self, index: int) -> QRolloutWorker:
         s, start = self.settings, self.start
-        seed = s.seed
-        if start is not None and start.reseed:
-            seed = int(np.random.SeedSequence([s.seed, start.reseed]).generate_state(1)[0] >> 1)
         worker = QRolloutWorker(registered_id(s.env), s.num_envs_per_worker, s.fragment_length,
-                                seed=seed, worker_index=index, epsilon=self.epsilon(index),
+                                seed=worker_seed(s, start), worker_index=index, epsilon=self.epsilon(index),
                                 n_step=s.learner.n_step, gamma=s.learner.gamma, q_net=s.learner.q_net,
                                 env_kwargs=s.env_kwargs)
         if start is not None:
@@ -205,7 +224,7 @@ class DQNLearnerFactory:
 class ShardFactory:
     """``index -> ReplayShard`` seeded with ``(seed, index)``, restoring ``start``'s buffer."""
 
-    settings: QSettings
+    settings: ReplaySettings
     start: Start | None = None
 
     def __call__(self, index: int) -> ReplayShard:
@@ -216,13 +235,13 @@ class ShardFactory:
 
 
 @attrs.frozen
-class QGroups:
+class QGroups(Generic[W, L]):
     """The actors of a Q-learning plan: rollout workers, the learner, the replay shards, and
     how many learner calls the plan pipelines (``learner_queue``: a checkpoint step reads
     that far ahead, so that its call to the learner does not wait behind them)."""
 
-    workers: ActorGroup[QRolloutWorker]
-    learner: ActorGroup[DQNLearner]
+    workers: ActorGroup[W]
+    learner: ActorGroup[L]
     replay: ActorGroup[ReplayShard]
     start: Start | None = None
     learner_queue: int = 1
@@ -250,8 +269,20 @@ class Pickled(Generic[A]):
         return factory(index)
 
 
+#: the actors of the DQN and Ape-X plans
+DQNGroups = QGroups[QRolloutWorker, DQNLearner]
+
+
+class Stateful(Protocol):
+    """A learner whose state a checkpoint holds."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """A copy of everything needed to resume."""
+        ...
+
+
 def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSchedule],
-                  start: Start | None, shards: int = 1) -> QGroups:
+                  start: Start | None, shards: int = 1) -> DQNGroups:
     """``num_workers`` workers (``epsilon(i)`` each), a `DQNLearner` and ``shards`` replay shards."""
     workers = rxrl.indexed_actors(Pickled.of(QWorkerFactory(config, epsilon, start)), config.num_workers,
                                   name="QRolloutWorker")
@@ -262,7 +293,7 @@ def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSche
 # ------------------------------------------------------------------ rxrl train's checkpoints
 
 
-def learner_state_if_due(learner: DQNLearner, snapshot: Snapshot) -> Snapshot:
+def learner_state_if_due(learner: Stateful, snapshot: Snapshot) -> Snapshot:
     """On the learner: its state, with an empty list of replay shards, on a due record."""
     if not snapshot.due:
         return snapshot
@@ -300,7 +331,7 @@ class EnvSteps:
         return attrs.evolve(snapshot, state={**snapshot.state, "env_steps_sampled": steps})
 
 
-def snapshot(in_flight: int) -> Callable[[QGroups], Op[Any, Any]]:
+def snapshot(in_flight: int) -> Callable[[QGroups[Any, Any]], Op[Any, Any]]:
     """``rxrl train``'s checkpoint step: the learner's state, then every shard's, then the env
     steps (``in_flight``, at least the plan's ``learner_queue``: calls pipelined, so that the
     step's call to the learner, queued behind the plan's own, does not hold the run up).
@@ -314,7 +345,7 @@ def snapshot(in_flight: int) -> Callable[[QGroups], Op[Any, Any]]:
     for DQN), and a checkpoint's learner and replay states hold those calls' updates and the
     rounds stored meanwhile (docs/algorithms.md)."""
 
-    def snapshot_learner_and_replay(actors: QGroups) -> Op[Any, Any]:
+    def snapshot_learner_and_replay(actors: QGroups[Any, Any]) -> Op[Any, Any]:
         """Learner, shards in index order, env steps."""
         ahead = max(in_flight, actors.learner_queue)
         op: Op[Any, Any] = ops.call(actors.learner, learner_state_if_due, max_in_flight=ahead)
@@ -346,7 +377,8 @@ def greedy(config: QSettings, state: Mapping[str, Any]) -> Callable[..., Any]:
 
 
 __all__ = [
-    "DQNLearnerFactory", "EnvSteps", "Fixed", "Pickled", "QGroups", "QSettings", "QWorkerFactory",
-    "ShardFactory", "check", "env_spaces_of", "greedy", "learner_state_if_due", "make_q_groups",
-    "num_shards", "shard_state_if_due", "snapshot",
+    "DQNGroups", "DQNLearnerFactory", "EnvSteps", "Fixed", "Pickled", "QGroups", "QSettings",
+    "QWorkerFactory", "ReplaySettings", "ShardFactory", "Stateful", "check", "check_replay",
+    "env_spaces_of", "greedy", "learner_state_if_due", "make_q_groups", "num_shards",
+    "shard_state_if_due", "snapshot",
 ]

@@ -9,6 +9,7 @@ priorities learner → shard (object refs on Ray); the driver sees episodes, cou
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import attrs
 import numpy as np
@@ -18,14 +19,13 @@ from rxrl.actors import Tagged
 from rxrl.algos.common import Progress
 from rxrl.ready import NotReady
 from rxrl.rl import (
-    DQNLearner,
     Metrics,
-    QRolloutWorker,
     ReplayShard,
     TrainMetrics,
     TransitionBatch,
     Weights,
 )
+from rxrl.rl.qworker import TransitionWorker
 from rxrl.rl.transitions import IntArray
 
 FloatArray = npt.NDArray[np.float32]
@@ -76,18 +76,35 @@ def sample_batches(count: int) -> Callable[[ReplayShard], list[TransitionBatch] 
     return sample_batches
 
 
+_SUMMED = ("env_steps_trained", "num_updates", "learner_time_s")
+
+
 def merged(reports: Sequence[TrainMetrics]) -> TrainMetrics:
-    """One report for several optimizer steps: means of the losses and norms, sums of counts."""
+    """One report for several optimizer steps, of the reports' own type (SAC's has more
+    fields): sums of the counts and times, means of everything else (the latest value of
+    SAC's temperature ``alpha``)."""
+    values = {}
+    for field in attrs.fields(type(reports[0])):
+        column = [getattr(r, field.name) for r in reports]
+        if field.name in _SUMMED:
+            values[field.name] = sum(column)
+        elif field.name == "alpha":
+            values[field.name] = column[-1]
+        else:
+            values[field.name] = float(np.mean(column))
+    return type(reports[0])(**values)
 
-    def mean(name: str) -> float:
-        return float(np.mean([getattr(r, name) for r in reports]))
 
-    return TrainMetrics(
-        policy_loss=0.0, value_loss=mean("value_loss"), entropy=0.0, approx_kl=0.0,
-        clip_fraction=0.0, grad_norm=mean("grad_norm"), explained_variance=mean("explained_variance"),
-        env_steps_trained=sum(r.env_steps_trained for r in reports),
-        num_updates=sum(r.num_updates for r in reports),
-        learner_time_s=sum(r.learner_time_s for r in reports))
+class TransitionLearner(Protocol):
+    """What the replay plans need of a learner (`DQNLearner`, `SACLearner`)."""
+
+    def train(self, batch: TransitionBatch) -> tuple[TrainMetrics, FloatArray]:
+        """One optimizer step on a replayed batch; the report and the rows' new priorities."""
+        ...
+
+    def get_weights(self) -> Weights:
+        """The acting network's weights."""
+        ...
 
 
 @attrs.frozen(eq=False)
@@ -99,7 +116,7 @@ class Priorities:
     priorities: FloatArray
 
 
-def train_steps(learner: DQNLearner, batches: Sequence[TransitionBatch]) -> Priorities:
+def train_steps(learner: TransitionLearner, batches: Sequence[TransitionBatch]) -> Priorities:
     """One optimizer step per batch, in order; the merged report and every row's new priority."""
     reports, priorities = [], []
     for batch in batches:
@@ -118,13 +135,13 @@ class QTrained:
     weights: Weights
 
 
-def train_on_batches(learner: DQNLearner, batches: list[TransitionBatch]) -> QTrained:
+def train_on_batches(learner: TransitionLearner, batches: list[TransitionBatch]) -> QTrained:
     """On the learner: a step per batch (the target net follows every
     ``target_update_interval`` steps); the report and the new weights in one reply."""
     return QTrained(train_steps(learner, batches).metrics, learner.get_weights())
 
 
-def train_on_sample(learner: DQNLearner, item: Tagged[list[TransitionBatch]]) -> Tagged[Priorities]:
+def train_on_sample(learner: TransitionLearner, item: Tagged[list[TransitionBatch]]) -> Tagged[Priorities]:
     """On the learner: a step per batch of a shard's sample; the shard's tag is kept."""
     return item.with_value(train_steps(learner, item.value))
 
@@ -135,18 +152,18 @@ def update_priorities(shard: ReplayShard, item: Tagged[Priorities]) -> TrainMetr
     return item.value.metrics
 
 
-def set_q_weights(worker: QRolloutWorker, trained: QTrained) -> None:
+def set_q_weights(worker: TransitionWorker, trained: QTrained) -> None:
     """Load the learner's new weights into ``worker``."""
     # a writable copy: weights that arrive through Ray's object store are read-only views
     worker.set_weights({k: np.array(v) for k, v in trained.weights.items()})
 
 
-def weights_if_due(learner: DQNLearner, item: Tagged[bool]) -> Tagged[Weights | None]:
+def weights_if_due(learner: TransitionLearner, item: Tagged[bool]) -> Tagged[Weights | None]:
     """On the learner: its current weights for the worker of the tag, if that one is due."""
     return item.with_value(learner.get_weights() if item.value else None)
 
 
-def load_weights_if_sent(worker: QRolloutWorker, item: Tagged[Weights | None]) -> bool:
+def load_weights_if_sent(worker: TransitionWorker, item: Tagged[Weights | None]) -> bool:
     """On the worker the weights were meant for: load them, if any; whether it did."""
     if item.value is None:
         return False
@@ -201,6 +218,6 @@ class QProgress(Progress):
 
 __all__ = [
     "Priorities", "QProgress", "QTrained", "Stored", "load_weights_if_sent", "merged",
-    "sample_batches", "set_q_weights", "store_round", "store_sample", "train_on_batches",
+    "TransitionLearner", "sample_batches", "set_q_weights", "store_round", "store_sample", "train_on_batches",
     "train_on_sample", "train_steps", "update_priorities", "weights_if_due",
 ]

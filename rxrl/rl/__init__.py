@@ -13,6 +13,7 @@ from rxrl.rl.config import (
     PPOConfig,
     QNetConfig,
     ReplayConfig,
+    SACConfig,
     VTraceConfig,
 )
 from rxrl.rl.dqn import DQNLearner
@@ -69,6 +70,7 @@ __all__ = [
     "ReplayBuffer",
     "ReplayConfig",
     "ReplayShard",
+    "SACConfig",
     "RolloutWorker",
     "SampleBatch",
     "SampleMetrics",

@@ -123,6 +123,7 @@ def _optional_int_at_least_1(inst: object, attribute: attrs.Attribute[int | None
 
 
 _NO_ANNEALING: int | None = None
+_NO_GRAD_CLIP: float | None = None
 _DQN_GRAD_CLIP: float | None = 10.0
 
 
@@ -281,6 +282,53 @@ class APPOConfig(VTraceConfig):
     kl_coef: float = attrs.field(default=0.0, validator=_nonneg)
 
 
+_AUTO_ENTROPY: float | None = None
+_SAC_REPLAY = ReplayConfig(capacity=1_000_000, batch_size=256, learning_starts=5_000)
+
+
+@attrs.frozen(kw_only=True)
+class SACConfig:
+    """Soft actor-critic (Haarnoja et al. 2018), CleanRL's and SB3's defaults.
+
+    Learner (`rxrl.rl.sac.SACLearner`): twin Q-networks trained on
+    `r + gamma^n (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s'))`, a' drawn from
+    the current policy, Q' the target networks, which follow the online ones by Polyak
+    averaging with `tau` after every step; a squashed Gaussian policy (tanh of a Gaussian with
+    a state-dependent log-std in [`log_std_min`, `log_std_max`], scaled to the action bounds)
+    trained on `E[alpha log pi(a|s) - min_i Q_i(s, a)]`; with `autotune`, the temperature
+    alpha is trained towards the entropy `target_entropy` (None: minus the action dimension),
+    starting from `init_alpha`; without it alpha stays `init_alpha`. Adam with `lr` (critics),
+    `actor_lr` and `alpha_lr`. Both networks are MLPs of `hidden_sizes` (ReLU).
+
+    Workers (`SACRolloutWorker`) act uniformly at random for their share of
+    `replay.learning_starts` env steps, then sample from the policy; `n_step` returns with
+    `gamma`. A plan takes `updates_per_step` optimizer steps per env step sampled, exactly
+    (the update-to-data ratio; the round-robin weight of its train flow).
+    """
+
+    lr: float = attrs.field(default=1e-3, validator=v.gt(0.0))
+    actor_lr: float = attrs.field(default=3e-4, validator=v.gt(0.0))
+    alpha_lr: float = attrs.field(default=1e-3, validator=v.gt(0.0))
+    adam_eps: float = attrs.field(default=1e-8, validator=v.gt(0.0))
+    gamma: float = attrs.field(default=0.99, validator=_unit_interval)
+    n_step: int = attrs.field(default=1, validator=_int_at_least(1))
+    tau: float = attrs.field(default=0.005, validator=_tau)
+    autotune: bool = True
+    init_alpha: float = attrs.field(default=1.0, validator=v.gt(0.0))
+    target_entropy: float | None = attrs.field(default=_AUTO_ENTROPY)
+    log_std_min: float = -5.0
+    log_std_max: float = 2.0
+    hidden_sizes: tuple[int, ...] = attrs.field(default=(256, 256), validator=_positive_ints)
+    max_grad_norm: float | None = attrs.field(default=_NO_GRAD_CLIP, validator=_optional_positive)
+    updates_per_step: float = attrs.field(default=1.0, validator=v.gt(0.0))
+    replay: ReplayConfig = attrs.field(default=_SAC_REPLAY, validator=v.instance_of(ReplayConfig))
+
+    def __attrs_post_init__(self) -> None:
+        if not self.log_std_min < self.log_std_max:
+            raise ValueError(f"SACConfig.log_std_min ({self.log_std_min}) must be below "
+                             f"log_std_max ({self.log_std_max})")
+
+
 def check_discount(gamma: float, lam: float) -> None:
     """Raise ValueError unless 0 <= gamma <= 1 and 0 <= lam <= 1."""
     for name, value in (("gamma", gamma), ("lam", lam)):
@@ -298,6 +346,7 @@ __all__ = [
     "PolicyConfig",
     "QNetConfig",
     "ReplayConfig",
+    "SACConfig",
     "VTraceConfig",
     "check_discount",
 ]

@@ -91,10 +91,11 @@ def check_n_step(n: int, gamma: float, where: str) -> None:
 @attrs.frozen(eq=False)
 class StepArrays:
     """One fragment of env steps, time-major: `obs` / `next_obs` `[S, N, *obs_shape]`,
-    `actions`, `rewards`, `terminateds`, `truncateds`, `valid` `[S, N]`."""
+    `rewards`, `terminateds`, `truncateds`, `valid` `[S, N]`, `actions` `[S, N]` (discrete)
+    or `[S, N, act_dim]` (continuous)."""
 
     obs: npt.NDArray[Any]
-    actions: npt.NDArray[np.int64]
+    actions: npt.NDArray[Any]
     rewards: npt.NDArray[np.float32]
     next_obs: npt.NDArray[Any]
     terminateds: BoolMatrix

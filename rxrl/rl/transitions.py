@@ -19,6 +19,8 @@ TRANSITION_COLUMNS: Final = ("obs", "actions", "rewards", "next_obs", "terminate
 #: Per-transition columns only a batch sampled from a replay buffer has (else None).
 SAMPLED_COLUMNS: Final = ("weights", "indices")
 _CHECKED: Final = TRANSITION_COLUMNS + SAMPLED_COLUMNS
+#: Columns whose rows may have a shape of their own (the rest hold a scalar per row).
+_ROWS: Final = ("obs", "next_obs", "actions")
 
 
 def _empty_floats() -> FloatArray:
@@ -38,7 +40,8 @@ class TransitionBatch:
     """A batch of `B` transitions `(obs, action, reward, next_obs)`; rows of all columns correspond.
 
     Columns (see `TRANSITION_COLUMNS`): `obs` and `next_obs` `[B, *obs_shape]`, `actions`
-    `[B]` int64, `rewards` `[B]` float32, `terminateds` / `truncateds` `[B]` bool, and
+    `[B]` int64 (discrete) or `[B, act_dim]` float32 (continuous: SAC),
+    `rewards` `[B]` float32, `terminateds` / `truncateds` `[B]` bool, and
     `n_steps` `[B]` int64 (default all 1). A row may fold `n_steps` env steps into one
     (see `rxrl.rl.nstep`): `rewards` is then the discounted sum `sum_k gamma^k r_{t+k}`,
     `next_obs` the observation `n_steps` steps later, and the flags say how the last of
@@ -57,7 +60,7 @@ class TransitionBatch:
     """
 
     obs: npt.NDArray[Any]
-    actions: IntArray
+    actions: npt.NDArray[Any]
     rewards: FloatArray
     next_obs: npt.NDArray[Any]
     terminateds: BoolArray
@@ -77,7 +80,7 @@ class TransitionBatch:
             if column is None:
                 continue
             shape = column.shape if isinstance(column, np.ndarray) else np.shape(column)
-            if shape[:1] != (length,) or (len(shape) != 1 and name not in ("obs", "next_obs")):
+            if shape[:1] != (length,) or (len(shape) != 1 and name not in _ROWS):
                 self._shape_error()
         if self.obs.shape[1:] != self.next_obs.shape[1:]:
             raise ValueError(
@@ -94,7 +97,7 @@ class TransitionBatch:
     def _shape_error(self) -> None:
         shapes = {n: np.shape(getattr(self, n)) for n in _CHECKED if getattr(self, n) is not None}
         for name, shape in shapes.items():
-            if len(shape) < 1 or (name not in ("obs", "next_obs") and len(shape) != 1):
+            if len(shape) < 1 or (name not in _ROWS and len(shape) != 1):
                 raise ValueError(f"TransitionBatch field {name!r} must be [B]-shaped per row, got {shape}")
         length = shapes["rewards"][0]
         ragged = sorted(n for n, s in shapes.items() if s[0] != length)

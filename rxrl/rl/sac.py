@@ -177,8 +177,8 @@ class SACLearner:
         self.actor_optimizer = _adam(self.actor.parameters(), c.actor_lr, c.adam_eps)
         self.critic_optimizer = _adam(self.critic.parameters(), c.lr, c.adam_eps)
         self.alpha_optimizer = _adam([self.log_alpha], c.alpha_lr, c.adam_eps)
-        self._targets = list(self.critic_target.parameters())
-        self._online = list(self.critic.parameters())
+        self._targets: list[torch.Tensor] = list(self.critic_target.parameters())
+        self._online: list[torch.Tensor] = list(self.critic.parameters())
         self.generator = torch.Generator().manual_seed(seed + 0x5AC)
         self.num_updates = 0
 
@@ -197,9 +197,9 @@ class SACLearner:
         alpha = float(self.log_alpha.detach().exp())
         with torch.no_grad():
             next_actions, next_logp = self.actor.sample(next_obs, self._noise(len(batch)))
+            q1_next, q2_next = self.critic_target(next_obs, next_actions)
             targets = soft_targets(t(batch.rewards), t(batch.terminateds), t(batch.n_steps),
-                                   *self.critic_target(next_obs, next_actions), next_logp, alpha,
-                                   c.gamma)
+                                   q1_next, q2_next, next_logp, alpha, c.gamma)
         q1, q2 = self.critic(obs, actions)
         errors = (q1 - targets).square() + (q2 - targets).square()
         weights = None if batch.weights is None else t(batch.weights)

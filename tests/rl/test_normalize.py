@@ -194,3 +194,21 @@ def test_a_ppo_lr_decay_reaches_zero_at_its_steps() -> None:
     assert rates == [1e-3, 5e-4, 0.0]  # set before each batch: at 0, 64 and 128 steps trained
     assert "train_on_fragments_decayed" in rxrl.show(plan)
     assert "train_on_fragments_decayed" not in rxrl.show(ppo.plan(ppo.PPO(), ppo.groups(ppo.PPO())))
+
+
+def test_v_trace_learners_merge_the_fragments_statistics_and_appos_target_shares_them() -> None:
+    from rxrl.rl import APPOConfig, APPOLearner, IMPALAConfig, IMPALALearner
+
+    worker = RolloutWorker("Pendulum-v1", num_envs=2, fragment_length=16, seed=0, policy=NORMALIZING)
+    fragments = [worker.sample_fragment() for _ in range(2)]
+    assert all(f.batch.norm_stats is not None for f in fragments)
+    impala = IMPALALearner("Pendulum-v1", IMPALAConfig(), NORMALIZING)
+    impala.train(fragments)
+    assert impala.policy.normalizer is not None and float(impala.policy.normalizer.obs_count) == 64
+    appo = APPOLearner("Pendulum-v1", APPOConfig(), NORMALIZING)
+    appo.train(fragments)
+    assert appo.target.normalizer is appo.policy.normalizer
+    restored = APPOLearner("Pendulum-v1", APPOConfig(), NORMALIZING)
+    restored.load_state_dict(appo.state_dict())
+    assert restored.target.normalizer is restored.policy.normalizer
+    assert restored.policy.normalizer is not None and float(restored.policy.normalizer.obs_count) == 64

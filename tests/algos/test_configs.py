@@ -12,6 +12,7 @@ from rxrl.algos.a3c import A3C
 from rxrl.algos.configs import from_dict, parse_assignment, paths, resolve, to_dict, with_settings
 from rxrl.algos.ppo import PPO
 from rxrl.algos.qlearning import QSettings
+from rxrl.algos.sac import SAC
 from rxrl.rl import A2CConfig, PolicyConfig, PPOConfig
 
 
@@ -53,7 +54,8 @@ def test_a_bad_a2c_or_a3c_setting_is_an_error_naming_the_field(
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_a_config_survives_a_round_trip_through_a_dict(name: str) -> None:
     cls = get(name).config
-    net = "learner.q_net" if issubclass(cls, QSettings) else "policy"  # Q-learning has no policy
+    # Q-learning and SAC have no actor-critic policy: their networks are the learner's
+    net = "learner.q_net" if issubclass(cls, QSettings) else "learner" if cls is SAC else "policy"
     config = with_settings(cls(), {f"{net}.hidden_sizes": [32], "env_kwargs": {"max_episode_steps": 9},
                                    "seed": 7})
     data = to_dict(config)

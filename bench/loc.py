@@ -34,6 +34,8 @@ RLLIB_ALGORITHM: dict[str, tuple[str, str]] = {
     # its Ape-X is DQN with several env runners and prioritized replay)
     "apex": ("ray.rllib.algorithms.dqn.dqn", "DQN._training_step_new_api_stack"),
     "dqn": ("ray.rllib.algorithms.dqn.dqn", "DQN._training_step_new_api_stack"),
+    # RLlib's SAC is a DQN subclass and runs DQN's training step
+    "sac": ("ray.rllib.algorithms.dqn.dqn", "DQN._training_step_new_api_stack"),
 }
 
 #: the generic distributed-execution functions PPO.training_step calls

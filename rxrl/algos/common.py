@@ -20,6 +20,7 @@ import rxrl
 from rxrl.actors import ActorGroup, Tagged
 from rxrl.rl import (
     EnvSpaces,
+    EpisodeStats,
     Gradients,
     Learner,
     Metrics,
@@ -315,10 +316,9 @@ def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config
 # ------------------------------------------------------------------ items and plan functions
 
 
-def episodes_of(batch: SampleBatch) -> SampleBatch:
+def episodes_of(batch: SampleBatch) -> EpisodeStats:
     """``batch``'s episode statistics and env steps without its (large) rows."""
-    return attrs.evolve(batch.slice(0, 0), episode_returns=batch.episode_returns,
-                        episode_lengths=batch.episode_lengths, env_steps=batch.env_steps)
+    return EpisodeStats(batch.episode_returns, batch.episode_lengths, batch.env_steps)
 
 
 @attrs.frozen(eq=False)
@@ -331,7 +331,7 @@ class Trained:
 
     metrics: TrainMetrics
     weights: Weights
-    episodes: SampleBatch | None = None
+    episodes: EpisodeStats | None = None
 
 
 class TrainsOnBatches(Protocol):
@@ -392,7 +392,7 @@ class WorkerGradients:
     """What an A3C worker sends: its gradients and its fragment's episodes, without rows."""
 
     gradients: Gradients
-    episodes: SampleBatch
+    episodes: EpisodeStats
 
     @staticmethod
     def of(gradients: Gradients, batch: SampleBatch) -> WorkerGradients:
@@ -409,12 +409,12 @@ class Progress(MetricsAccumulator):
     def observe_trained(self, trained: Trained) -> Metrics:
         """Close an iteration with a learner report (and the episodes it carries, if any)."""
         if trained.episodes is not None:
-            self.observe_samples(trained.episodes)
+            self.observe_episodes(trained.episodes)
         return self.observe_train(trained.metrics)
 
     def observe_gradients(self, item: Tagged[WorkerGradients]) -> Tagged[WorkerGradients]:
         """Record the episodes and env steps behind an A3C worker's gradients."""
-        self.observe_samples(item.value.episodes)
+        self.observe_episodes(item.value.episodes)
         return item
 
 

@@ -19,6 +19,7 @@ from rxrl.actors import Tagged
 from rxrl.algos.common import Progress
 from rxrl.ready import NotReady
 from rxrl.rl import (
+    EpisodeStats,
     Metrics,
     ReplayShard,
     TrainMetrics,
@@ -30,21 +31,9 @@ from rxrl.rl.transitions import IntArray
 
 FloatArray = npt.NDArray[np.float32]
 
-@attrs.frozen(eq=False)
-class Stored:
-    """What storing samples in a replay shard answers: their episodes and env steps (the rows
-    stay in the shard)."""
-
-    episode_returns: FloatArray
-    episode_lengths: IntArray
-    env_steps: int
-
-    @staticmethod
-    def of(batches: Sequence[TransitionBatch]) -> Stored:
-        """The episodes and env steps of ``batches`` together."""
-        return Stored(np.concatenate([b.episode_returns for b in batches]).astype(np.float32),
-                      np.concatenate([b.episode_lengths for b in batches]).astype(np.int64),
-                      sum(b.env_steps for b in batches))
+#: What storing samples in a replay shard answers: their episodes and env steps (the rows
+#: stay in the shard).
+Stored = EpisodeStats
 
 
 def store_round(shard: ReplayShard, fragments: list[TransitionBatch]) -> Stored:

@@ -36,7 +36,7 @@ from rxrl.algos.common import (
     optional,
     set_learning_rate,
 )
-from rxrl.rl import Metrics, RolloutWorker, SampleBatch
+from rxrl.rl import EpisodeStats, Metrics, RolloutWorker
 from rxrl.rl.fragment import Fragment
 from rxrl.rl.impala import VersionedWeights, VTraceLearner, VTraceMetrics
 
@@ -119,7 +119,7 @@ class Reply:
     """The learner's answer to one fragment: the fragment's episodes (rows dropped), the
     report when the fragment completed a batch, and new weights for the sender when due."""
 
-    episodes: SampleBatch
+    episodes: EpisodeStats
     report: VTraceMetrics | None = None
     weights: VersionedWeights | None = None
 
@@ -154,7 +154,7 @@ class VTraceProgress(Progress):
 
     def observe_reply(self, reply: Reply) -> list[Metrics]:
         """Count the fragment's episodes and env steps; a `Metrics` record if it was trained on."""
-        self.observe_samples(reply.episodes)
+        self.observe_episodes(reply.episodes)
         return [] if reply.report is None else [self.observe_train(reply.report)]
 
 

@@ -23,7 +23,7 @@ from rxrl.rl.gae import compute_gae, vtrace
 from rxrl.rl.impala import APPOLearner, IMPALALearner, VersionedWeights, VTraceLearner, VTraceMetrics
 from rxrl.rl.learner import A2CLearner, Learner, PPOLearner
 from rxrl.rl.losses import Gradients, a2c_loss, ppo_loss
-from rxrl.rl.metrics import Metrics, MetricsAccumulator, SampleMetrics, TrainMetrics
+from rxrl.rl.metrics import EpisodeStats, Metrics, MetricsAccumulator, SampleMetrics, TrainMetrics
 from rxrl.rl.policy import (
     ActorCritic,
     CategoricalActorCritic,
@@ -51,6 +51,7 @@ __all__ = [
     "DQNConfig",
     "DQNLearner",
     "EnvSpaces",
+    "EpisodeStats",
     "Fragment",
     "GaussianActorCritic",
     "Gradients",

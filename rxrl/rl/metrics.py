@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import attrs
@@ -34,6 +34,28 @@ class Episodes(Protocol):
         """Env transitions stepped to produce the batch."""
         ...
 
+
+
+@attrs.frozen(eq=False)
+class EpisodeStats:
+    """A rows-free `Episodes`: the episodes that ended while some batches were sampled and the
+    env steps stepped for them. What crosses processes instead of a batch when only its
+    episodes count (a learner's reply, a replay shard's answer): a few arrays, ~3x cheaper to
+    pickle than an empty `SampleBatch`."""
+
+    episode_returns: npt.NDArray[np.float32]
+    episode_lengths: npt.NDArray[np.int64]
+    env_steps: int
+
+    @staticmethod
+    def of(batches: Sequence[Episodes]) -> EpisodeStats:
+        """The episodes and env steps of ``batches`` together."""
+        if len(batches) == 1:
+            b = batches[0]
+            return EpisodeStats(b.episode_returns, b.episode_lengths, b.env_steps)
+        return EpisodeStats(np.concatenate([b.episode_returns for b in batches]).astype(np.float32),
+                            np.concatenate([b.episode_lengths for b in batches]).astype(np.int64),
+                            sum(b.env_steps for b in batches))
 
 
 @attrs.frozen

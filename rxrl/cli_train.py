@@ -109,6 +109,11 @@ def configure(args: argparse.Namespace) -> tuple[Algorithm, RolloutSettings, Che
         if args.env and args.env != resumed.config.env:
             raise ValueError(f"--resume {args.resume} trained on {resumed.config.env}, not {args.env}")
         config = resumed.config
+        decay = getattr(config, "lr_decay_steps", None)
+        if args.steps is not None and decay is not None and decay != args.steps:
+            # a learning-rate schedule spans the run's budget: a longer (or shorter) --steps
+            # stretches it, else the lr would be 0 for the whole extension
+            config = _settings(config, {"lr_decay_steps": args.steps}, "--steps")
     else:
         env = args.env or algo.config().env
         config = _settings(algo.config(), {"env": env, **algo.tuned.get(env, {})}, "tuned setting")

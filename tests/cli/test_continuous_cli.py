@@ -154,6 +154,14 @@ def test_ppo_on_a_mujoco_env_takes_cleanrls_settings_and_decays_its_lr_over_the_
     # set before each batch of 2048: 3e-4 at 0 steps trained, half of it at 2048
     assert state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(1.5e-4)
     assert float(state["policy"]["normalizer.obs_count"]) == 4096
+    # a resume with a larger budget stretches the schedule over it (else the lr would be 0 for
+    # the whole extension): at 4096 of 6144 steps, a third of the initial lr
+    done = rxrl_cli("train", "ppo", "--resume", out, "--backend", "reference", "--steps", "6144")
+    assert done.returncode == 0, done.stderr
+    resumed = load_checkpoint(out)
+    assert resumed.config.lr_decay_steps == 6144  # type: ignore[attr-defined]
+    assert resumed.learner_state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(1e-4)
+    assert float(resumed.learner_state["policy"]["normalizer.obs_count"]) == 6144
 
 
 def test_a_mujoco_env_without_mujoco_is_one_line_naming_the_extra(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The algorithm examples run and learn: ``examples/ppo_cartpole.py`` and ``examples/custom_plan.py``."""
+"""The algorithm examples run and learn: ``examples/ppo_cartpole.py``, ``examples/custom_plan.py``
+and ``examples/sac_pendulum.py``."""
 
 from __future__ import annotations
 
@@ -27,3 +28,17 @@ def test_custom_plan_batches_per_worker_and_learns(capsys: pytest.CaptureFixture
     # 2 workers x 2 fragments x 4 envs x 64 steps per update
     assert [m.env_steps_trained for m in records] == [1024 * (i + 1) for i in range(12)]
     assert records[-1].episode_return_mean > 2 * records[0].episode_return_mean
+
+
+def test_sac_pendulum_example_trains_at_one_update_per_step_and_evaluates(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    main = runpy.run_path(str(ROOT / "examples" / "sac_pendulum.py"))["main"]
+    records, greedy = main("reference", steps=1_600)
+    out = capsys.readouterr().out
+    assert "| call(SACLearner×1, actor_weights)" in out and "greedy return over 5 episodes" in out
+    # learning starts once 1k env steps are stored (16 rounds of 2 x 32); then one update of 256
+    # rows per env step, to within the round a record may lead or lag by
+    last = records[-1]
+    assert last.env_steps_sampled >= 1_600 and last.env_steps_trained % 256 == 0
+    assert abs(last.env_steps_trained // 256 - (last.env_steps_sampled - 1_024)) <= 64
+    assert -2_000 < greedy < 0

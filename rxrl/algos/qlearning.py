@@ -42,6 +42,7 @@ from rxrl.rl import (
     ReplayShard,
     make_q_network,
 )
+from rxrl.rl.qworker import TransitionWorker
 from rxrl.rl.transitions import IntArray
 
 if TYPE_CHECKING:  # rxrl.cli_run imports the algorithms: the type only, to avoid a cycle
@@ -65,7 +66,16 @@ class ReplaySettings(Protocol):
     """What the replay pieces read of a config (`QSettings`, `rxrl.algos.sac.SAC`)."""
 
     @property
+    def env(self) -> str: ...
+
+    @property
+    def env_kwargs(self) -> Mapping[str, Any]: ...
+
+    @property
     def seed(self) -> int: ...
+
+    @property
+    def learner_threads(self) -> int: ...
 
     @property
     def learner(self) -> _HasReplay: ...
@@ -198,23 +208,43 @@ class QWorkerFactory:
                                 seed=worker_seed(s, start), worker_index=index, epsilon=self.epsilon(index),
                                 n_step=s.learner.n_step, gamma=s.learner.gamma, q_net=s.learner.q_net,
                                 env_kwargs=s.env_kwargs)
-        if start is not None:
-            worker.set_weights(start.weights())
-            worker.env_steps = int(start.learner_state.get("env_steps_sampled", 0)) // s.num_workers
-        return worker
+        return resumed(worker, start, s.num_workers)
+
+
+TW = TypeVar("TW", bound=TransitionWorker)
+RL = TypeVar("RL", bound="Restorable")
+
+
+class Restorable(Protocol):
+    """A learner a checkpoint restores."""
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a ``state_dict()``."""
+        ...
+
+
+def resumed(worker: TW, start: Start | None, num_workers: int) -> TW:
+    """A new transition worker, brought to ``start``'s checkpoint if given: its weights, and
+    its share of the env steps sampled (the exploration clock: epsilon, SAC's random steps)."""
+    if start is not None:
+        worker.set_weights(start.weights())
+        worker.env_steps = int(start.learner_state.get("env_steps_sampled", 0)) // num_workers
+    return worker
 
 
 @attrs.frozen
-class DQNLearnerFactory:
-    """``index -> DQNLearner`` (initial weights from the seed, as the workers'), restoring ``start``."""
+class ReplayLearnerFactory(Generic[RL]):
+    """``index -> cls(env, settings.learner, seed=..., env_kwargs=...)`` (a `DQNLearner` or a
+    `SACLearner`: initial weights from the seed, as the workers'), restoring ``start``."""
 
-    settings: QSettings
+    cls: Callable[..., RL]
+    settings: ReplaySettings
     start: Start | None = None
 
-    def __call__(self, index: int) -> DQNLearner:
+    def __call__(self, index: int) -> RL:
         s = self.settings
         torch.set_num_threads(s.learner_threads)
-        learner = DQNLearner(registered_id(s.env), s.learner, seed=s.seed, env_kwargs=s.env_kwargs)
+        learner = self.cls(registered_id(s.env), s.learner, seed=s.seed, env_kwargs=s.env_kwargs)
         if self.start is not None:
             learner.load_state_dict(self.start.learner_state)
         return learner
@@ -286,7 +316,8 @@ def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSche
     """``num_workers`` workers (``epsilon(i)`` each), a `DQNLearner` and ``shards`` replay shards."""
     workers = rxrl.indexed_actors(Pickled.of(QWorkerFactory(config, epsilon, start)), config.num_workers,
                                   name="QRolloutWorker")
-    learner = rxrl.indexed_actors(Pickled.of(DQNLearnerFactory(config, start)), 1, name="DQNLearner")
+    learner = rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQNLearner, config, start)), 1,
+                                  name="DQNLearner")
     replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), shards, name="ReplayShard")
     return QGroups(workers, learner, replay, start, config.learner_queue)
 
@@ -377,8 +408,9 @@ def greedy(config: QSettings, state: Mapping[str, Any]) -> Callable[..., Any]:
 
 
 __all__ = [
-    "DQNGroups", "DQNLearnerFactory", "EnvSteps", "Fixed", "Pickled", "QGroups", "QSettings",
-    "QWorkerFactory", "ReplaySettings", "ShardFactory", "Stateful", "check", "check_replay",
+    "DQNGroups", "EnvSteps", "Fixed", "Pickled", "QGroups", "QSettings",
+    "QWorkerFactory", "ReplayLearnerFactory", "ReplaySettings", "ShardFactory", "Stateful", "check",
+    "check_replay", "resumed",
     "env_spaces_of", "greedy", "learner_state_if_due", "make_q_groups", "num_shards",
     "shard_state_if_due", "snapshot",
 ]

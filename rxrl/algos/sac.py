@@ -15,7 +15,6 @@ import attrs
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
-import torch
 
 import rxrl
 from rxrl import ops
@@ -28,7 +27,14 @@ from rxrl.algos.common import (
     spaces_of,
     worker_seed,
 )
-from rxrl.algos.qlearning import Pickled, QGroups, ShardFactory, check_replay
+from rxrl.algos.qlearning import (
+    Pickled,
+    QGroups,
+    ReplayLearnerFactory,
+    ShardFactory,
+    check_replay,
+    resumed,
+)
 from rxrl.algos.qsteps import QProgress, sample_batches, set_q_weights, store_round, train_on_batches
 from rxrl.rl import EnvSpaces, Metrics, SACConfig
 from rxrl.rl.sac import SACLearner, SACRolloutWorker, SquashedGaussianActor
@@ -142,26 +148,7 @@ class SACWorkerFactory:
                                   seed=worker_seed(s, start), worker_index=index,
                                   random_steps=s.random_steps(), config=s.learner,
                                   env_kwargs=s.env_kwargs)
-        if start is not None:
-            worker.set_weights(start.weights())
-            worker.env_steps = int(start.learner_state.get("env_steps_sampled", 0)) // s.num_workers
-        return worker
-
-
-@attrs.frozen
-class SACLearnerFactory:
-    """``index -> SACLearner`` (initial actor from the seed, as the workers'), restoring ``start``."""
-
-    settings: SAC
-    start: Start | None = None
-
-    def __call__(self, index: int) -> SACLearner:
-        s = self.settings
-        torch.set_num_threads(s.learner_threads)
-        learner = SACLearner(registered_id(s.env), s.learner, seed=s.seed, env_kwargs=s.env_kwargs)
-        if self.start is not None:
-            learner.load_state_dict(self.start.learner_state)
-        return learner
+        return resumed(worker, start, s.num_workers)
 
 
 def groups(config: SAC, start: Start | None = None) -> SACGroups:
@@ -169,7 +156,8 @@ def groups(config: SAC, start: Start | None = None) -> SACGroups:
     env_spaces_of(config)
     workers = rxrl.indexed_actors(Pickled.of(SACWorkerFactory(config, start)), config.num_workers,
                                   name="SACRolloutWorker")
-    learner = rxrl.indexed_actors(Pickled.of(SACLearnerFactory(config, start)), 1, name="SACLearner")
+    learner = rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(SACLearner, config, start)), 1,
+                                  name="SACLearner")
     replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), 1, name="ReplayShard")
     return QGroups(workers, learner, replay, start, config.learner_queue)
 
@@ -216,5 +204,5 @@ TUNED: Mapping[str, Mapping[str, Any]] = {
     "Pendulum-v1": {"learner.replay.capacity": 100_000, "learner.replay.learning_starts": 1_000},
 }
 
-__all__ = ["SAC", "SACGroups", "SACLearnerFactory", "SACWorkerFactory", "TUNED", "check",
+__all__ = ["SAC", "SACGroups", "SACWorkerFactory", "TUNED", "check",
            "env_spaces_of", "greedy", "groups", "plan"]

@@ -125,17 +125,26 @@ class Normalizer(nn.Module):
     def __init__(self, obs_dim: int, obs_clip: float, reward_clip: float) -> None:
         super().__init__()
         self.obs_clip, self.reward_clip = obs_clip, reward_clip
+        self._np_cache: tuple[tuple[int, int, int], npt.NDArray[np.float32],
+                              npt.NDArray[np.float32]] | None = None
         for name, shape in (("obs", (obs_dim,)), ("return", ())):
             self.register_buffer(f"{name}_mean", torch.zeros(shape, dtype=torch.float64))
             self.register_buffer(f"{name}_var", torch.ones(shape, dtype=torch.float64))
             self.register_buffer(f"{name}_count", torch.zeros((), dtype=torch.float64))
 
     def obs_np(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        """Normalized observations `[B, obs_dim]` (numpy, the rollout path)."""
-        mean = self.obs_mean.detach().cpu().numpy()
-        scale = 1.0 / np.sqrt(self.obs_var.detach().cpu().numpy() + EPS)
-        out: npt.NDArray[np.float32] = np.clip((x - mean) * scale, -self.obs_clip,
-                                               self.obs_clip).astype(np.float32, copy=False)
+        """Normalized observations `[B, obs_dim]` (numpy, the rollout path: once per env step).
+
+        The mean and `1 / std` are computed once per change of the statistics (a merge,
+        `set_weights`, `load_state_dict`: all in place, each bumping the buffers' version
+        counters), not on every call."""
+        key = (self.obs_mean._version, self.obs_var._version, self.obs_mean.data_ptr())
+        if self._np_cache is None or self._np_cache[0] != key:
+            mean = self.obs_mean.detach().cpu().numpy().astype(np.float32)
+            scale = (1.0 / np.sqrt(self.obs_var.detach().cpu().numpy() + EPS)).astype(np.float32)
+            self._np_cache = (key, mean, scale)
+        _, mean, scale = self._np_cache
+        out: npt.NDArray[np.float32] = np.clip((x - mean) * scale, -self.obs_clip, self.obs_clip)
         return out
 
     def obs_torch(self, x: torch.Tensor) -> torch.Tensor:

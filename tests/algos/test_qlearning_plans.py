@@ -15,8 +15,9 @@ from rxrl import ops
 from rxrl.actors import Tagged
 from rxrl.algos import apex, dqn
 from rxrl.algos.qsteps import QProgress, Stored
-from rxrl.cli_run import deterministic_fields, same
+from rxrl.cli_run import deterministic_fields
 from rxrl.rl import DQNConfig, DQNLearner, Metrics, QNetConfig, ReplayConfig, TrainMetrics, Weights
+from tests.algos.records import identical, records
 
 DQN_SHAPE = """\
 concurrently(mode='round_robin', emit=[0])
@@ -64,19 +65,6 @@ def small_apex(**kwargs: Any) -> apex.ApeX:
                                             prioritized=True))
     return apex.ApeX(**{"fragment_length": 8, "updates_per_call": 2, "report_every": 2,
                         "learner": learner, **kwargs})
-
-
-def records(plan: rxrl.Plan[Metrics], n: int, backend: str = "reference", **options: Any
-            ) -> tuple[list[dict[str, float]], rxrl.Trace]:
-    """The exact fields of the first ``n`` records, and the run's trace."""
-    with rxrl.run(plan | ops.take(n), backend, **options) as run:
-        return [deterministic_fields(m) for m in run], run.trace
-
-
-def identical(a: list[dict[str, float]], b: list[dict[str, float]]) -> bool:
-    """The same records, NaN equal to NaN."""
-    return len(a) == len(b) and all(x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
-                                    for x, y in zip(a, b, strict=True))
 
 
 def test_dqn_runs_a_store_flow_beside_a_train_flow() -> None:

@@ -13,10 +13,11 @@ import torch
 import rxrl
 from rxrl import ops
 from rxrl.algos import sac
-from rxrl.cli_run import deterministic_fields, same
+from rxrl.cli_run import deterministic_fields
 from rxrl.cli_tools import episode_returns
 from rxrl.rl import Metrics, ReplayConfig, SACConfig, Weights
 from rxrl.rl.sac import SACLearner
+from tests.algos.records import identical, records
 
 SAC_SHAPE = """\
 concurrently(mode='round_robin', weights=[2.0, 1], emit=[0])
@@ -37,19 +38,6 @@ def small_sac(**kwargs: Any) -> sac.SAC:
     learner = SACConfig(hidden_sizes=(16, 16), replay=ReplayConfig(capacity=2000, batch_size=16,
                                                                    learning_starts=32))
     return sac.SAC(**{"fragment_length": 8, "updates_per_call": 4, "learner": learner, **kwargs})
-
-
-def records(plan: rxrl.Plan[Metrics], n: int, backend: str = "reference", **options: Any
-            ) -> tuple[list[dict[str, float]], rxrl.Trace]:
-    """The exact fields of the first ``n`` records, and the run's trace."""
-    with rxrl.run(plan | ops.take(n), backend, **options) as run:
-        return [deterministic_fields(m) for m in run], run.trace
-
-
-def identical(a: list[dict[str, float]], b: list[dict[str, float]]) -> bool:
-    """The same records, NaN equal to NaN."""
-    return len(a) == len(b) and all(x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
-                                    for x, y in zip(a, b, strict=True))
 
 
 def test_sac_is_dqns_store_and_train_flows_with_sacs_actors() -> None:

@@ -73,9 +73,16 @@ def evaluate(args: argparse.Namespace) -> int:
             act = ckpt.algo.greedy(config, ckpt.learner_state)
         except ValueError as e:
             raise ValueError(f"corrupt checkpoint {ckpt.path}: {e}") from e
-    elif ckpt.algo.check_env is not None:  # a multi-agent checkpoint: its policies are per agent
-        raise ValueError(f"rxrl eval does not run {ckpt.algo.name} checkpoints yet; the run's metrics.csv "
-                         "has every agent's episode returns (agent/<id>/episode_return_mean)")
+    elif ckpt.algo.evaluate is not None:  # a multi-agent checkpoint: its policies are per agent
+        try:
+            done = ckpt.algo.evaluate(config, ckpt.learner_state, args.episodes, args.seed)
+        except (RuntimeError, KeyError, TypeError) as e:
+            raise ValueError(f"corrupt checkpoint {ckpt.path}: the policies do not fit their config "
+                             f"({' '.join(str(e).split())[:200]})") from e
+        per_agent = ", ".join(f"{agent} {np.mean(r):.1f}" for agent, r in done.agent_returns.items())
+        print(f"{ckpt.algo.name} {config.env}: mean return {_spread(done.returns)} over {len(done.returns)} "
+              f"greedy episodes; per agent: {per_agent}")
+        return 0
     else:
         spaces = env_spaces(config, ckpt.algo.name)
         policy = make_policy(spaces.observation, spaces.action, config.policy, config.seed)
@@ -86,9 +93,15 @@ def evaluate(args: argparse.Namespace) -> int:
                              f"({' '.join(str(e).split())[:200]})") from e
         act = policy.act
     returns = episode_returns(config.env, dict(config.env_kwargs), act, args.episodes, args.seed)
-    print(f"{ckpt.algo.name} {config.env}: mean return {np.mean(returns):.1f} ± {np.std(returns):.1f} "
-          f"over {len(returns)} greedy episodes (min {min(returns):.1f}, max {max(returns):.1f})")
+    print(f"{ckpt.algo.name} {config.env}: mean return {_spread(returns)} over {len(returns)} "
+          "greedy episodes")
     return 0
+
+
+def _spread(returns: list[float]) -> str:
+    """``mean ± std (min ..., max ...)`` of episode returns."""
+    return (f"{np.mean(returns):.1f} ± {np.std(returns):.1f} (min {min(returns):.1f}, "
+            f"max {max(returns):.1f})")
 
 
 def episode_returns(env_id: str, env_kwargs: dict[str, Any], act: Any, episodes: int,

@@ -28,6 +28,7 @@ from rxrl.algos import (
     two_trainer,
 )
 from rxrl.algos.common import Groups, RolloutSettings, Start
+from rxrl.algos.multi_agent import GreedyReturns
 from rxrl.plan import Plan
 from rxrl.rl import Metrics
 
@@ -65,6 +66,10 @@ class Algorithm:
     #: actor-critic: ``greedy(config, learner_state) -> act(obs_batch, deterministic=True)``
     #: returning ``(actions, _, _)``; None: the config's actor-critic
     greedy: Callable[[Any, Mapping[str, Any]], Callable[..., Any]] | None = None
+    #: ``rxrl eval`` of a multi-agent checkpoint: ``evaluate(config, learner_state, episodes,
+    #: seed)`` returns the greedy episodes' returns, per env episode and per agent; None: a
+    #: single-agent env (``greedy``, or the config's actor-critic)
+    evaluate: Callable[[Any, Mapping[str, Any], int, int], GreedyReturns] | None = None
     #: settings that ``rxrl train`` sets to ``--steps`` (schedules over the run), besides
     #: ``lr_decay_steps``
     budget_settings: tuple[str, ...] = ()
@@ -91,11 +96,12 @@ ALGORITHMS: Mapping[str, Algorithm] = {
     "ma-ppo": Algorithm("ma-ppo", multi_agent.MultiAgentPPO, multi_agent.plan,
                         cast(Any, multi_agent.groups), 200_000, multi_agent.TUNED,
                         "multi-agent PPO (PettingZoo Parallel envs; independent or shared policies)",
-                        check_env=multi_agent.check),
+                        check_env=multi_agent.check, evaluate=multi_agent.evaluate),
     "two-trainer": Algorithm("two-trainer", two_trainer.TwoTrainer, two_trainer.plan,
                              cast(Any, two_trainer.groups), 300_000, two_trainer.TUNED,
                              "PPO and DQN policies trained concurrently on one multi-agent stream",
-                             check_env=two_trainer.check, snapshot=two_trainer.snapshot),
+                             check_env=two_trainer.check, snapshot=two_trainer.snapshot,
+                             evaluate=two_trainer.evaluate),
     "maml": Algorithm("maml", maml.MAML, maml.plan, cast(Any, maml.groups), 12_000_000, maml.TUNED,
                       "model-agnostic meta-learning (policy-gradient inner step on the workers)"),
     "dqn": Algorithm("dqn", dqn.DQN, dqn.plan, cast(Any, dqn.groups), 100_000, dqn.TUNED,

@@ -126,6 +126,59 @@ class MultiAgentWorkerFactory:
 
 
 @attrs.frozen
+class GreedyReturns:
+    """Returns of greedy episodes of a multi-agent policy set: ``returns`` per env episode
+    (the sum over its agents, as ``episode_return_mean`` in metrics.csv) and ``agent_returns``
+    per agent (its own episodes, as ``agent/<id>/episode_return_mean``)."""
+
+    returns: list[float]
+    agent_returns: dict[str, list[float]]
+
+
+#: an eval episode that has not ended after this many env steps is an error (an env without
+#: truncation would run forever)
+MAX_EVAL_STEPS = 1_000_000
+
+
+def greedy_returns(factory: MultiAgentWorkerFactory, episodes: int, seed: int) -> GreedyReturns:
+    """Run ``episodes`` episodes of one env copy with the policies of ``factory``'s worker
+    (its checkpoint's weights), every agent acting deterministically
+    (`MultiAgentRolloutWorker.greedy`); the env is seeded ``seed`` at its first reset."""
+    worker = factory(0)
+    env = make_parallel_env(factory.settings.env, factory.settings.env_kwargs)
+    returns: list[float] = []
+    agent_returns: dict[str, list[float]] = {str(a): [] for a in env.possible_agents}
+    try:
+        obs, _ = env.reset(seed=seed)
+        while len(returns) < episodes:
+            totals: dict[str, float] = {}
+            steps = 0
+            while env.agents:
+                if steps == MAX_EVAL_STEPS:
+                    raise ValueError(f"{factory.settings.env}: an eval episode ran {MAX_EVAL_STEPS:,} "
+                                     "steps without ending (does the env truncate its episodes?)")
+                actions = worker.greedy({a: obs[a] for a in env.agents})
+                obs, rewards, _, _, _ = env.step(actions)
+                for agent, reward in rewards.items():
+                    totals[str(agent)] = totals.get(str(agent), 0.0) + float(reward)
+                steps += 1
+            returns.append(sum(totals.values()))
+            for agent, total in totals.items():
+                agent_returns.setdefault(agent, []).append(total)
+            obs, _ = env.reset()
+    finally:
+        env.close()
+        worker.close()
+    return GreedyReturns(returns, {a: r for a, r in agent_returns.items() if r})
+
+
+def evaluate(config: MultiAgentPPO, learner_state: Mapping[str, Any], episodes: int,
+             seed: int) -> GreedyReturns:
+    """``rxrl eval`` of a multi-agent PPO checkpoint (`greedy_returns`)."""
+    return greedy_returns(MultiAgentWorkerFactory(config, starts=(Start(learner_state),)), episodes, seed)
+
+
+@attrs.frozen
 class MultiPPOLearnerFactory:
     """``index -> MultiPPOLearner`` for the PPO policies ``policies`` of ``settings``' env."""
 
@@ -261,5 +314,6 @@ TUNED: Mapping[str, Mapping[str, Any]] = {}
 
 __all__ = ["LEARNER", "TUNED", "MultiAgentGroups", "MultiAgentPPO", "MultiAgentSettings",
            "MultiAgentWorkerFactory", "MultiPPOLearnerFactory", "MultiTrained", "Progress", "agents_of",
-           "check", "env_policies", "env_steps", "groups", "join_rounds", "learner_weights", "plan",
+           "GreedyReturns", "MAX_EVAL_STEPS", "check", "env_policies", "env_steps", "evaluate",
+           "greedy_returns", "groups", "join_rounds", "learner_weights", "plan",
            "set_policy_weights", "train_on_rounds"]

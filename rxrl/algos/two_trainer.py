@@ -22,6 +22,7 @@ from rxrl.actors import ActorGroup
 from rxrl.algos.common import Start, device_of, instance_of, int_at_least, optional
 from rxrl.algos.multi_agent import (
     LEARNER,
+    GreedyReturns,
     MultiAgentSettings,
     MultiAgentWorkerFactory,
     MultiPPOLearnerFactory,
@@ -30,6 +31,7 @@ from rxrl.algos.multi_agent import (
     agents_of,
     env_policies,
     env_steps,
+    greedy_returns,
     join_rounds,
     set_policy_weights,
 )
@@ -278,9 +280,17 @@ def snapshot(actors: TwoTrainerGroups) -> Op[Any, Any]:
     return ops.call(actors.learner, ppo_state_if_due) | ops.call(actors.dqn_learner, dqn_state_if_due)
 
 
+def evaluate(config: TwoTrainer, learner_state: Mapping[str, Any], episodes: int, seed: int) -> GreedyReturns:
+    """``rxrl eval`` of a two-trainer checkpoint: the PPO policies' mean actions and the DQN
+    policies' argmax, together on one env (`rxrl.algos.multi_agent.greedy_returns`)."""
+    check(config, learner_state)
+    starts = (Start(learner_state), Start(learner_state["dqn"]))
+    return greedy_returns(MultiAgentWorkerFactory(config, q_specs(config), starts), episodes, seed)
+
+
 #: settings that learn faster than the defaults on particular envs
 TUNED: Mapping[str, Mapping[str, Any]] = {}
 
 __all__ = ["TUNED", "DQNLearnerFactory", "IntensityClock", "TwoTrainer", "TwoTrainerGroups", "check",
-           "dqn_state_if_due", "groups", "plan", "ppo_state_if_due", "q_specs", "select", "snapshot",
-           "split_policies", "store", "train_dqn", "train_ppo"]
+           "dqn_state_if_due", "evaluate", "groups", "plan", "ppo_state_if_due", "q_specs", "select",
+           "snapshot", "split_policies", "store", "train_dqn", "train_ppo"]

@@ -207,6 +207,25 @@ class MultiAgentRolloutWorker:
                 acted[j][a] = (pid, k, (sampled[k], logp[k], values[k]))
         return actions, acted
 
+    def greedy(self, observations: Mapping[AgentID, Any]) -> dict[AgentID, Any]:
+        """The deterministic env action of each agent in ``observations`` (its policy's
+        argmax / mean action, or the argmax of its Q-network), for evaluation: no sampling,
+        no exploration, nothing recorded."""
+        members: dict[PolicyID, list[AgentID]] = defaultdict(list)
+        for agent in observations:
+            members[self._policy_of(agent)].append(agent)
+        actions: dict[AgentID, Any] = {}
+        for pid, agents in members.items():
+            obs = np.stack([np.asarray(observations[a]) for a in agents])
+            if pid in self.q_nets:
+                q = self.q_nets[pid]
+                actions.update((a, q.env_action(x)) for a, x in zip(agents, q.net.greedy(obs), strict=True))
+                continue
+            chosen, _, _ = self.policies[pid].act(obs, deterministic=True)
+            space = self.spaces[pid].action
+            actions.update((a, _env_action(space, x)) for a, x in zip(agents, chosen, strict=True))
+        return actions
+
     def _policy_of(self, agent: AgentID) -> PolicyID:
         pid = self._mapped.get(agent)
         if pid is None:

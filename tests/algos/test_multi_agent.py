@@ -1,12 +1,15 @@
 """The multi-agent plans: the two-trainer plan on every backend, each learner's weights to its own
 policies only, a Ray run replayed from its trace, readiness before learning_starts, and
-learning smoke tests of multi-agent PPO and of the two-trainer mix."""
+learning smoke tests of multi-agent PPO and of the two-trainer mix; greedy evaluation of a
+checkpoint's policies."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
+import torch
 
 import rxrl
 from rxrl import ops
@@ -14,8 +17,11 @@ from rxrl.algos import multi_agent, two_trainer
 from rxrl.algos.multi_agent import MultiAgentPPO, MultiTrained
 from rxrl.algos.two_trainer import TwoTrainer
 from rxrl.cli_run import deterministic_fields, same
+from rxrl.envs import make_parallel_env
 from rxrl.rl import DQNConfig, PPOConfig, ReplayConfig
+from rxrl.rl.ma_learner import MultiPPOLearner
 from rxrl.rl.ma_metrics import MultiAgentMetrics
+from rxrl.rl.policy import make_policy
 
 SMALL_PPO = PPOConfig(lr=2e-3, num_epochs=1, minibatch_size=32, ent_coef=0.0, clip_vloss=False)
 
@@ -111,3 +117,47 @@ def test_a_heterogeneous_env_cannot_share_one_policy() -> None:
                            policy_mapping="shared")
     with pytest.raises(ValueError, match="share policy 'shared' but have different spaces"):
         multi_agent.groups(config)
+
+
+def _by_hand(config: MultiAgentPPO, state: dict[str, Any], episodes: int, seed: int) -> list[list[float]]:
+    """The oracle: each agent's own policy built from ``state``, its argmax action, one env."""
+    spaces = multi_agent.env_policies(config, "test")
+    policies = {}
+    for pid, s in spaces.items():
+        policies[pid] = make_policy(s.observation, s.action, config.policy, 0)
+        policies[pid].load_state_dict(state["learners"][pid]["policy"])
+    env = make_parallel_env(config.env, config.env_kwargs)
+    obs, _ = env.reset(seed=seed)
+    out = []
+    for _ in range(episodes):
+        totals = dict.fromkeys(env.possible_agents, 0.0)
+        while env.agents:
+            actions = {a: int(policies[a].act(np.asarray(obs[a])[None], deterministic=True)[0][0])
+                       for a in env.agents}
+            obs, rewards, _, _, _ = env.step(actions)
+            for a, r in rewards.items():
+                totals[a] += float(r)
+        out.append([totals[a] for a in env.possible_agents])
+        obs, _ = env.reset()
+    return out
+
+
+def test_greedy_evaluation_acts_with_the_checkpoint_s_policies() -> None:
+    """Law: `multi_agent.evaluate` gives the returns of every agent acting with the argmax of
+    its own policy, loaded from the learner state (per agent, and their sum per episode)."""
+    config = MultiAgentPPO()
+    learner = MultiPPOLearner(multi_agent.env_policies(config, "test"), config.learner, config.policy,
+                              seed=config.seed)
+    initial = learner.state_dict()
+    noise = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for part in learner.learners.values():
+            for p in part.policy.parameters():
+                p.add_(torch.randn(p.shape, generator=noise))
+    state = learner.state_dict()
+    expected = _by_hand(config, state, 3, seed=7)
+    assert expected != _by_hand(config, initial, 3, seed=7)  # the weights change the returns
+    done = multi_agent.evaluate(config, state, 3, seed=7)
+    agents = ["cartpole_0", "cartpole_1"]
+    assert done.agent_returns == {a: [e[i] for e in expected] for i, a in enumerate(agents)}
+    assert done.returns == [sum(e) for e in expected]

@@ -1,6 +1,6 @@
 """``rxrl train ma-ppo | two-trainer | maml``: runs, per-agent metrics, both learners checkpointed
 and resumed, a trace replayed, and bad input (an env that is not multi-agent, a mapping to an
-unknown policy) in one line."""
+unknown policy) in one line; ``rxrl eval`` of their checkpoints."""
 
 from __future__ import annotations
 
@@ -53,10 +53,14 @@ def test_a_two_trainer_run_resumes_both_learners(tmp_path: Path) -> None:
     assert second["env_steps_sampled"] >= 1280 > first["env_steps_sampled"]
     state = load_checkpoint(out).learner_state
     assert state["dqn"]["learners"]["cartpole_1"]["num_updates"] > 0
-    assert main(["eval", str(out)]) == 1  # not yet for multi-agent checkpoints: one line says so
+    done = rxrl_cli("eval", out, "--episodes", "2")  # PPO's mean actions and DQN's argmax together
+    assert done.returncode == 0, done.stderr
+    assert "two-trainer MultiCartPole-v0: mean return" in done.stdout
+    assert "over 2 greedy episodes" in done.stdout
+    assert "per agent: cartpole_0" in done.stdout and "cartpole_1" in done.stdout
 
 
-def test_ma_ppo_trains_on_a_real_pettingzoo_env(tmp_path: Path) -> None:
+def test_ma_ppo_trains_on_a_real_pettingzoo_env(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "mpe"
     assert main(["train", "ma-ppo", "--backend", "reference", "--env", "mpe2.simple_speaker_listener_v4",
                  "--set", "env_kwargs={\"continuous_actions\": false}", "--set", "num_envs_per_worker=2",
@@ -64,6 +68,11 @@ def test_ma_ppo_trains_on_a_real_pettingzoo_env(tmp_path: Path) -> None:
                  "--steps", "300", "--out", str(out)]) == 0
     columns = {"agent/speaker_0/episode_return_mean", "agent/listener_0/episode_return_mean"}
     assert columns <= set(_header(out))
+    capsys.readouterr()
+    assert main(["eval", str(out), "--episodes", "2"]) == 0  # two heterogeneous policies, greedily
+    printed = capsys.readouterr().out
+    assert "ma-ppo mpe2.simple_speaker_listener_v4: mean return" in printed
+    assert "speaker_0" in printed and "listener_0" in printed
 
 
 CASES = {

@@ -103,12 +103,15 @@ class MultiAgentWorkerFactory:
     """``index -> MultiAgentRolloutWorker``: picklable, so that a Ray actor can build its worker.
 
     ``q_policies`` are the Q-learning policies (two-trainer); ``starts`` learner states
-    whose policies' weights the workers begin with (a resumed run).
+    whose policies' weights the workers begin with (a resumed run), ``q_steps`` the Q-learning
+    policies' exploration clocks they continue.
     """
 
     settings: MultiAgentSettings
     q_policies: Mapping[PolicyID, QPolicySpec] = attrs.field(factory=dict)
     starts: tuple[Start, ...] = ()
+    #: the Q-learning policies' exploration clocks a resumed worker continues from
+    q_steps: Mapping[PolicyID, int] = attrs.field(factory=dict)
 
     def __call__(self, index: int) -> MultiAgentRolloutWorker:
         s = self.settings
@@ -122,6 +125,7 @@ class MultiAgentWorkerFactory:
             policies=s.policies, q_policies=self.q_policies)
         for start in self.starts:
             worker.set_weights(learner_weights(start.learner_state))
+        worker.set_q_steps(self.q_steps)
         return worker
 
 

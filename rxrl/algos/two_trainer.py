@@ -131,6 +131,39 @@ class DQNLearnerFactory:
 
 
 @attrs.frozen
+class ReplayFactory:
+    """``index -> MultiReplay`` for the DQN policies of ``settings``, restoring the replay a
+    checkpoint ``start`` holds (``"dqn_replay"``; a checkpoint without one starts empty)."""
+
+    settings: TwoTrainer
+    start: Start | None = None
+
+    def __call__(self, index: int) -> MultiReplay:
+        s = self.settings
+        replay = MultiReplay(sorted(s.dqn_policies), s.dqn.replay, seed=s.seed, steps=s.dqn_steps_per_call)
+        saved = saved_replay(self.start)
+        if saved is not None:
+            replay.load_state_dict(saved)
+        return replay
+
+
+def saved_replay(start: Start | None) -> Mapping[str, Any] | None:
+    """The replay state in a checkpoint ``start`` (None: no start, or a checkpoint from before
+    replays were kept)."""
+    return None if start is None else start.learner_state.get("dqn_replay")
+
+
+def resumed_q_steps(config: TwoTrainer, start: Start | None) -> dict[PolicyID, int]:
+    """Each worker's share of the transitions a checkpoint's replay stored per DQN policy: the
+    exploration clock (epsilon) a resumed worker continues from."""
+    saved = saved_replay(start)
+    if saved is None:
+        return {}
+    return {pid: int(shard["buffer"]["num_added"]) // config.num_workers
+            for pid, shard in saved["shards"].items()}
+
+
+@attrs.frozen
 class TwoTrainerGroups:
     """The actors: rollout workers, the PPO learner (``learner``), the DQN learner, the replay."""
 
@@ -152,21 +185,22 @@ def check(config: TwoTrainer, learner_state: Mapping[str, Any] | None = None) ->
 
 
 def groups(config: TwoTrainer, start: Start | None = None) -> TwoTrainerGroups:
-    """The plan's actors (a checkpoint ``start`` restores both learners and the workers' weights)."""
+    """The plan's actors (a checkpoint ``start`` restores both learners, the replay, and the
+    workers' weights and exploration clocks)."""
     check(config, None if start is None else start.learner_state)
-    ppo, dqn = split_policies(config)
+    ppo, _ = split_policies(config)
     starts: tuple[Start, ...] = ()
     if start is not None:
         starts = (start, attrs.evolve(start, learner_state=start.learner_state["dqn"]))
-    workers = rxrl.indexed_actors(MultiAgentWorkerFactory(config, q_specs(config), starts),
+    workers = rxrl.indexed_actors(MultiAgentWorkerFactory(config, q_specs(config), starts,
+                                                          resumed_q_steps(config, start)),
                                   config.num_workers, name="MultiAgentRolloutWorker")
     learner = rxrl.indexed_actors(MultiPPOLearnerFactory(config, config.ppo, tuple(ppo), start), 1,
                                   name="MultiPPOLearner")
     if device_of(config) != "cpu":
         learner = learner.with_options(num_gpus=1)
     dqn_learner = rxrl.indexed_actors(DQNLearnerFactory(config, start), 1, name="MultiDQNLearner")
-    replay = rxrl.actors(MultiReplay, 1, dqn, config.dqn.replay, seed=config.seed,
-                         steps=config.dqn_steps_per_call)
+    replay = rxrl.indexed_actors(ReplayFactory(config, start), 1, name="MultiReplay")
     return TwoTrainerGroups(workers, learner, dqn_learner, replay)
 
 
@@ -274,10 +308,18 @@ def dqn_state_if_due(learner: MultiDQNLearner, snapshot: S) -> S:
     return attrs.evolve(snapshot, state={**snapshot.state, "dqn": learner.state_dict()})  # type: ignore[misc]
 
 
+def replay_state_if_due(replay: MultiReplay, snapshot: S) -> S:
+    """On the replay: its state added (``"dqn_replay"``) to a due record's."""
+    if not snapshot.due or snapshot.state is None:
+        return snapshot
+    return attrs.evolve(snapshot, state={**snapshot.state, "dqn_replay": replay.state_dict()})  # type: ignore[misc]
+
+
 def snapshot(actors: TwoTrainerGroups) -> Op[Any, Any]:
-    """``rxrl train``'s checkpoint step: both learners' states (the replay is not kept: a
-    resumed run refills it up to ``learning_starts`` before DQN trains again)."""
-    return ops.call(actors.learner, ppo_state_if_due) | ops.call(actors.dqn_learner, dqn_state_if_due)
+    """``rxrl train``'s checkpoint step: both learners' states and the DQN replay (a resumed
+    run continues with the replay, and its workers' epsilon from their share of it)."""
+    return (ops.call(actors.learner, ppo_state_if_due) | ops.call(actors.dqn_learner, dqn_state_if_due)
+            | ops.call(actors.replay, replay_state_if_due))
 
 
 def evaluate(config: TwoTrainer, learner_state: Mapping[str, Any], episodes: int, seed: int) -> GreedyReturns:
@@ -291,6 +333,7 @@ def evaluate(config: TwoTrainer, learner_state: Mapping[str, Any], episodes: int
 #: settings that learn faster than the defaults on particular envs
 TUNED: Mapping[str, Mapping[str, Any]] = {}
 
-__all__ = ["TUNED", "DQNLearnerFactory", "IntensityClock", "TwoTrainer", "TwoTrainerGroups", "check",
+__all__ = ["TUNED", "DQNLearnerFactory", "IntensityClock", "ReplayFactory", "TwoTrainer", "TwoTrainerGroups",
+           "check", "replay_state_if_due", "resumed_q_steps", "saved_replay",
            "dqn_state_if_due", "evaluate", "groups", "plan", "ppo_state_if_due", "q_specs", "select",
            "snapshot", "split_policies", "store", "train_dqn", "train_ppo"]

@@ -162,6 +162,20 @@ class MultiReplay:
                 shard.add(rows)
         return sum(shard.num_added for shard in self.shards.values())
 
+    def state_dict(self) -> dict[str, Any]:
+        """Every policy's shard (`ReplayShard.state_dict`: rows, counts, generator), by policy id."""
+        return {"shards": {pid: shard.state_dict() for pid, shard in self.shards.items()}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a `state_dict()` of a replay with the same policies and config (ValueError
+        naming the policies otherwise)."""
+        saved = state["shards"]
+        if set(saved) != set(self.shards):
+            raise ValueError(f"the checkpoint's replay has policies {sorted(saved)}, this replay "
+                             f"{sorted(self.shards)}")
+        for pid, shard in self.shards.items():
+            shard.load_state_dict(saved[pid])
+
     def sample(self) -> dict[PolicyID, TransitionBatch] | NotReady:
         """``steps`` minibatches per policy, or `NOT_READY` before ``learning_starts``."""
         if any(len(shard) < self.config.learning_starts for shard in self.shards.values()):

@@ -256,6 +256,16 @@ class MultiAgentRolloutWorker:
             if version is not None:
                 self.weights_version[pid] = version
 
+    def set_q_steps(self, steps: Mapping[PolicyID, int]) -> None:
+        """Set the exploration clocks (agent transitions so far) of the named Q-learning
+        policies, as a resumed worker continues them; ValueError for other ids."""
+        unknown = sorted(set(steps) - set(self.q_nets))
+        if unknown:
+            raise ValueError(f"set_q_steps: {unknown} are not Q-learning policies of this worker "
+                             f"({sorted(self.q_nets)})")
+        for pid, n in steps.items():
+            self.q_nets[pid].steps = int(n)
+
     def close(self) -> None:
         """Close the env copies."""
         for copy in self.envs:

@@ -14,7 +14,8 @@ import torch
 import rxrl
 from rxrl import ops
 from rxrl.algos import multi_agent, two_trainer
-from rxrl.algos.multi_agent import MultiAgentPPO, MultiTrained
+from rxrl.algos.common import Start
+from rxrl.algos.multi_agent import MultiAgentPPO, MultiAgentWorkerFactory, MultiTrained
 from rxrl.algos.two_trainer import TwoTrainer
 from rxrl.cli_run import deterministic_fields, same
 from rxrl.envs import make_parallel_env
@@ -22,6 +23,7 @@ from rxrl.rl import DQNConfig, PPOConfig, ReplayConfig
 from rxrl.rl.ma_learner import MultiPPOLearner
 from rxrl.rl.ma_metrics import MultiAgentMetrics
 from rxrl.rl.policy import make_policy
+from rxrl.rl.schedules import LinearSchedule
 
 SMALL_PPO = PPOConfig(lr=2e-3, num_epochs=1, minibatch_size=32, ent_coef=0.0, clip_vloss=False)
 
@@ -161,3 +163,30 @@ def test_greedy_evaluation_acts_with_the_checkpoint_s_policies() -> None:
     agents = ["cartpole_0", "cartpole_1"]
     assert done.agent_returns == {a: [e[i] for e in expected] for i, a in enumerate(agents)}
     assert done.returns == [sum(e) for e in expected]
+
+
+
+def test_a_resumed_two_trainer_run_continues_the_replay_and_epsilon() -> None:
+    """Law: a replay restored from a checkpoint's ``"dqn_replay"`` is the saved one (same rows,
+    same next sample), and a resumed worker's DQN epsilon continues from its share of the
+    transitions stored, not from the schedule's start."""
+    config = small_two_trainer(exploration_steps=4000)
+    specs = two_trainer.q_specs(config)
+    worker = MultiAgentWorkerFactory(config, specs)(0)
+    replay = two_trainer.ReplayFactory(config)(0)
+    for _ in range(4):
+        replay.add(worker.sample())
+    start = Start({"dqn_replay": replay.state_dict()})
+    restored = two_trainer.ReplayFactory(config, start)(0)
+    stored = replay.shards["cartpole_1"].num_added
+    assert stored > 0 and restored.shards["cartpole_1"].num_added == stored
+    a, b = replay.sample(), restored.sample()
+    assert isinstance(a, dict) and isinstance(b, dict)
+    assert np.array_equal(a["cartpole_1"].obs, b["cartpole_1"].obs)
+    clock = two_trainer.resumed_q_steps(config, start)
+    assert clock == {"cartpole_1": stored // config.num_workers}
+    assert two_trainer.resumed_q_steps(config, None) == {}
+    resumed = MultiAgentWorkerFactory(config, specs, (), clock)(0)
+    schedule = specs["cartpole_1"].epsilon
+    assert isinstance(schedule, LinearSchedule)
+    assert resumed.q_nets["cartpole_1"].epsilon() == schedule(clock["cartpole_1"]) < schedule(0)

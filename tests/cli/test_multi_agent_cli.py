@@ -26,6 +26,12 @@ def _header(run: Path) -> list[str]:
         return next(csv.reader(f))
 
 
+def _stored(run: Path) -> int:
+    """The transitions the DQN policy's replay had stored at the run's checkpoint."""
+    replay = load_checkpoint(run).learner_state["dqn_replay"]
+    return int(replay["shards"]["cartpole_1"]["buffer"]["num_added"])
+
+
 def test_two_trainer_on_rx_writes_per_agent_metrics_and_replays_exactly(tmp_path: Path) -> None:
     out, trace = tmp_path / "tt", tmp_path / "tt.trace.json"
     done = rxrl_cli("train", "two-trainer", "--backend", "rx", "--steps", "1200", "--out", out,
@@ -42,17 +48,21 @@ def test_two_trainer_on_rx_writes_per_agent_metrics_and_replays_exactly(tmp_path
     assert "reproduced exactly" in replayed.stdout
 
 
-def test_a_two_trainer_run_resumes_both_learners(tmp_path: Path) -> None:
+def test_a_two_trainer_run_resumes_both_learners_and_its_replay(tmp_path: Path) -> None:
     out = tmp_path / "tt"
     assert main(["train", "two-trainer", "--backend", "reference", "--steps", "640", "--out", str(out),
                  *SMALL_TWO_TRAINER]) == 0
     first = json.loads((out / "summary.json").read_text())
+    first_stored = _stored(out)
+    assert first_stored > 0
     assert main(["train", "two-trainer", "--backend", "reference", "--steps", "1280", "--resume", str(out),
                  *SMALL_TWO_TRAINER]) == 0
     second = json.loads((out / "summary.json").read_text())
     assert second["env_steps_sampled"] >= 1280 > first["env_steps_sampled"]
     state = load_checkpoint(out).learner_state
     assert state["dqn"]["learners"]["cartpole_1"]["num_updates"] > 0
+    # the replay went through the checkpoint: the resumed run added to it, not to an empty one
+    assert _stored(out) > 1.5 * first_stored
     done = rxrl_cli("eval", out, "--episodes", "2")  # PPO's mean actions and DQN's argmax together
     assert done.returncode == 0, done.stderr
     assert "two-trainer MultiCartPole-v0: mean return" in done.stdout

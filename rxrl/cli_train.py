@@ -55,6 +55,10 @@ RAY_INIT = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_
 #: given an actor: Ray starts (one per CPU) while ``ray.init`` is still running, so the
 #: imports overlap with the rest of the start-up instead of following the actor's creation
 WORKER_PRELOAD = ("torch", "gymnasium", "rxrl.backends.ray.host", "rxrl.algos")
+#: the same for a plan whose actors are mostly torch-free rollout workers (factories with
+#: ``TORCH_FREE``: `rxrl.rl.worker.RolloutWorkerFactory`, PPO's and A2C's): torch would cost
+#: every worker process ~0.9 s of CPU that only the learner's needs (it imports torch itself)
+TORCH_FREE_PRELOAD = ("gymnasium", "rxrl.backends.ray.host", "rxrl.rl.worker", "rxrl.rl.reply")
 #: what a run directory holds; a directory with any of these is an existing run
 RUN_FILES = ("config.json", "metrics.csv", CHECKPOINT, "summary.json", "tb")
 #: The niceness of the local Ray's worker processes (Ray's default: 15). The actors are the
@@ -211,7 +215,8 @@ def check_target(target: float | None) -> None:
 
 def ray_init_options(plan: rxrl.Plan[Any]) -> dict[str, Any]:
     """``ray.init`` options for the local Ray that runs ``plan``: `RAY_INIT`, the
-    `WORKER_PRELOAD` modules, and a worker process started in advance for every actor.
+    `WORKER_PRELOAD` modules (`TORCH_FREE_PRELOAD` where most actors are torch-free rollout
+    workers), and a worker process started in advance for every actor.
 
     Ray starts one worker process per CPU as soon as its raylet is up, at most one per core
     at a time; an actor beyond those waits for a worker started only when the run asks for
@@ -222,10 +227,13 @@ def ray_init_options(plan: rxrl.Plan[Any]) -> dict[str, Any]:
     The actors also run at the driver's priority (`WORKER_NICENESS`), not at Ray's default of
     nice 15.
     """
-    actors = sum(group.size for group in compile_plan(plan.node).groups)
+    groups = compile_plan(plan.node).groups
+    actors = sum(group.size for group in groups)
+    torch_free = sum(group.size for group in groups if getattr(group.make, "TORCH_FREE", False))
     cpus = max(os.cpu_count() or 1, actors)
+    preload = TORCH_FREE_PRELOAD if torch_free > actors - torch_free else WORKER_PRELOAD
     return {**RAY_INIT, "num_cpus": cpus,
-            "_system_config": {"preload_python_modules": list(WORKER_PRELOAD),
+            "_system_config": {"preload_python_modules": list(preload),
                                "worker_maximum_startup_concurrency": cpus,
                                "worker_niceness": WORKER_NICENESS}}
 

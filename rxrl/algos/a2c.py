@@ -50,7 +50,7 @@ class A2C(RolloutSettings):
 def groups(config: A2C, start: Start | None = None) -> Groups[A2CLearner]:
     """The plan's actors: ``num_workers`` rollout workers and one `A2CLearner`."""
     env_spaces(config, "a2c")
-    return make_groups(config, A2CLearner, config.learner, start)
+    return make_groups(config, A2CLearner, config.learner, start, torch_free=True)
 
 
 def plan(config: A2C, actors: Groups[A2CLearner] | None = None) -> rxrl.Plan[Metrics]:

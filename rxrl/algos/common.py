@@ -7,7 +7,6 @@ pieces those plans name live here, small and named, so that ``rxrl show`` prints
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_args
 
@@ -32,6 +31,10 @@ from rxrl.rl import (
     Weights,
     standardize,
 )
+from rxrl.rl.env import registered_id
+from rxrl.rl.policy import make_policy
+from rxrl.rl.reply import Trained, set_weights
+from rxrl.rl.worker import RolloutWorkerFactory
 
 L = TypeVar("L", bound=Learner)
 
@@ -201,16 +204,6 @@ def spaces_of(env: str, env_kwargs: Mapping[str, Any] | None = None) -> EnvSpace
         raise ValueError(f"{env} needs a package that is not installed: {e}") from None
 
 
-def registered_id(env: str) -> str:
-    """The registry id of ``env``: ``module:Env-v0`` imports ``module`` (which registers the
-    env) and is ``Env-v0``; a plain id is itself. Not every gymnasium function takes the
-    prefixed form (``gym.spec`` does not), so actors are given the plain one."""
-    module, _, name = env.rpartition(":")
-    if module:
-        importlib.import_module(module)
-    return name
-
-
 # ------------------------------------------------------------------------ actors of a plan
 
 
@@ -299,13 +292,29 @@ class Groups(Generic[L]):
         return self.workers, self.learner
 
 
+def torch_free_workers(settings: RolloutSettings, start: Start | None = None) -> RolloutWorkerFactory:
+    """The factory of rollout workers that act with numpy weights and never import torch:
+    the checkpoint's weights (``start``), or the initial weights of ``settings.seed``, built
+    here once (what a torch worker would build from the seed itself, bit for bit)."""
+    s = settings
+    if start is not None:
+        weights, version = start.weights(), start.version()
+    else:
+        spaces = spaces_of(registered_id(s.env), s.env_kwargs)
+        weights, version = make_policy(spaces.observation, spaces.action, s.policy, s.seed).get_weights(), 0
+    return RolloutWorkerFactory(s.env, s.num_envs_per_worker, s.fragment_length, worker_seed(s, start),
+                                s.gamma, s.lam, s.policy, weights, s.env_kwargs, version)
+
+
 def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config: Any,
-                start: Start | None = None, **learner_kwargs: Any) -> Groups[L]:
+                start: Start | None = None, *, torch_free: bool = False, **learner_kwargs: Any) -> Groups[L]:
     """Rollout workers and a learner for ``settings``, both starting from ``start`` if given
-    (``learner_kwargs``: more keyword arguments of the learner's constructor)."""
+    (``learner_kwargs``: more keyword arguments of the learner's constructor). With
+    ``torch_free``, the workers act with numpy weights (`torch_free_workers`; they cannot
+    compute gradients)."""
     name = str(getattr(cls, "__name__", "Learner"))
-    workers = rxrl.indexed_actors(WorkerFactory(settings, start), settings.num_workers,
-                                  name="RolloutWorker")
+    factory = torch_free_workers(settings, start) if torch_free else WorkerFactory(settings, start)
+    workers = rxrl.indexed_actors(factory, settings.num_workers, name="RolloutWorker")
     learner = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start, learner_kwargs),
                                   1, name=name)
     if device_of(settings) != "cpu":  # Ray gives an actor a GPU only if it asks for one
@@ -319,19 +328,6 @@ def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config
 def episodes_of(batch: SampleBatch) -> EpisodeStats:
     """``batch``'s episode statistics and env steps without its (large) rows."""
     return EpisodeStats(batch.episode_returns, batch.episode_lengths, batch.env_steps)
-
-
-@attrs.frozen(eq=False)
-class Trained:
-    """A learner's report after an update, with the weights to send to the workers.
-
-    ``episodes``: the episodes and env steps behind the update (rows dropped), when the
-    learner assembled the batch itself (`train_on_fragments`); the driver counts them.
-    """
-
-    metrics: TrainMetrics
-    weights: Weights
-    episodes: EpisodeStats | None = None
 
 
 class TrainsOnBatches(Protocol):
@@ -381,12 +377,6 @@ def set_learning_rate(learner: Learner, lr: float) -> None:
         group["lr"] = lr
 
 
-def set_weights(worker: RolloutWorker, trained: Trained) -> None:
-    """Load the learner's new weights into ``worker``."""
-    # a writable copy: weights that arrive through Ray's object store are read-only views
-    worker.set_weights({k: np.array(v) for k, v in trained.weights.items()})
-
-
 @attrs.frozen(eq=False)
 class WorkerGradients:
     """What an A3C worker sends: its gradients and its fragment's episodes, without rows."""
@@ -423,5 +413,5 @@ __all__ = [
     "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "episodes_of",
     "device_of", "float_in", "instance_of", "int_at_least", "join_rounds", "make_groups",
     "optional", "registered_id", "rows", "spaces_of", "worker_seed",
-    "set_learning_rate", "set_weights", "train_and_get_weights", "train_on_fragments",
+    "set_learning_rate", "set_weights", "torch_free_workers", "train_and_get_weights", "train_on_fragments",
 ]

@@ -64,7 +64,7 @@ class PPO(RolloutSettings):
 def groups(config: PPO, start: Start | None = None) -> Groups[PPOLearner]:
     """The plan's actors: ``num_workers`` rollout workers and one `PPOLearner`."""
     env_spaces(config, "ppo")
-    return make_groups(config, PPOLearner, config.learner, start)
+    return make_groups(config, PPOLearner, config.learner, start, torch_free=True)
 
 
 def plan(config: PPO, actors: Groups[PPOLearner] | None = None) -> rxrl.Plan[Metrics]:

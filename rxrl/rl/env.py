@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from contextlib import closing
 from typing import Any
@@ -69,4 +70,14 @@ def autoreset_mode(vec: VectorEnv[Any, Any, Any]) -> AutoresetMode:
     return mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
 
 
-__all__ = ["EnvSpaces", "autoreset_mode", "default_vectorization_mode", "make_vector_env"]
+def registered_id(env: str) -> str:
+    """The registry id of ``env``: ``module:Env-v0`` imports ``module`` (which registers the
+    env) and is ``Env-v0``; a plain id is itself. Not every gymnasium function takes the
+    prefixed form (``gym.spec`` does not), so actors are given the plain one."""
+    module, _, name = env.rpartition(":")
+    if module:
+        importlib.import_module(module)
+    return name
+
+
+__all__ = ["EnvSpaces", "autoreset_mode", "default_vectorization_mode", "make_vector_env", "registered_id"]

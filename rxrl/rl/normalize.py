@@ -4,7 +4,8 @@ Continuous-control PPO at CleanRL/SB3 quality normalizes observations with runni
 statistics and scales rewards by the standard deviation of a running discounted return
 (gymnasium's `NormalizeObservation` / `NormalizeReward` wrappers). With several rollout
 workers those statistics must be *one* set, or workers would feed the policy differently
-scaled inputs. rxrl keeps them in the policy itself (a `Normalizer` module: torch buffers,
+scaled inputs. rxrl keeps them in the policy itself (a `rxrl.rl.normalizer.Normalizer`
+module: torch buffers,
 so they are in every `state_dict`, checkpoint and `get_weights`), and moves them the way
 weights move:
 
@@ -30,16 +31,18 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 import numpy.typing as npt
-import torch
-from torch import nn
+
+if TYPE_CHECKING:
+    from rxrl.rl.normalizer import Normalizer
 
 F64 = npt.NDArray[np.float64]
+F32 = npt.NDArray[np.float32]
 #: added to a variance before its square root
 EPS = 1e-8
 
@@ -107,82 +110,57 @@ class NormStats:
                          RunningMoments.merge_all([p.returns for p in present]))
 
 
-class Normalizer(nn.Module):
-    """The running statistics a policy normalizes with, as torch buffers (float64).
+def obs_transform(mean: npt.ArrayLike, var: npt.ArrayLike) -> tuple[F32, F32]:
+    """The float32 mean and ``1 / sqrt(var + 1e-8)`` that observations are normalized with."""
+    scale = (1.0 / np.sqrt(np.asarray(var, dtype=np.float64) + EPS)).astype(np.float32)
+    return np.asarray(mean, dtype=np.float64).astype(np.float32), scale
 
-    Observations become `clip((obs - mean) / sqrt(var + 1e-8), -obs_clip, obs_clip)`;
-    rewards `clip(r / sqrt(return_var + 1e-8), -reward_clip, reward_clip)`. Before any data
-    the means are 0 and the variances 1 (the identity, up to clipping).
-    """
 
-    obs_mean: torch.Tensor
-    obs_var: torch.Tensor
-    obs_count: torch.Tensor
-    return_mean: torch.Tensor
-    return_var: torch.Tensor
-    return_count: torch.Tensor
+def normalized_obs(x: F32, mean: F32, scale: F32, clip: float) -> F32:
+    """``clip((x - mean) * scale, -clip, clip)``: observations `[B, obs_dim]`, normalized."""
+    out: F32 = np.clip((x - mean) * scale, -clip, clip)
+    return out
 
-    def __init__(self, obs_dim: int, obs_clip: float, reward_clip: float) -> None:
-        super().__init__()
-        self.obs_clip, self.reward_clip = obs_clip, reward_clip
-        self._np_cache: tuple[tuple[int, int, int], npt.NDArray[np.float32],
-                              npt.NDArray[np.float32]] | None = None
-        for name, shape in (("obs", (obs_dim,)), ("return", ())):
-            self.register_buffer(f"{name}_mean", torch.zeros(shape, dtype=torch.float64))
-            self.register_buffer(f"{name}_var", torch.ones(shape, dtype=torch.float64))
-            self.register_buffer(f"{name}_count", torch.zeros((), dtype=torch.float64))
 
-    def obs_np(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        """Normalized observations `[B, obs_dim]` (numpy, the rollout path: once per env step).
+def reward_scale(return_var: float) -> float:
+    """The factor rewards are multiplied by: ``1 / sqrt(return_var + 1e-8)``."""
+    return float(1.0 / np.sqrt(float(return_var) + EPS))
 
-        The mean and `1 / std` are computed once per change of the statistics (a merge,
-        `set_weights`, `load_state_dict`: all in place, each bumping the buffers' version
-        counters), not on every call."""
-        key = (self.obs_mean._version, self.obs_var._version, self.obs_mean.data_ptr())
-        if self._np_cache is None or self._np_cache[0] != key:
-            mean = self.obs_mean.detach().cpu().numpy().astype(np.float32)
-            scale = (1.0 / np.sqrt(self.obs_var.detach().cpu().numpy() + EPS)).astype(np.float32)
-            self._np_cache = (key, mean, scale)
-        _, mean, scale = self._np_cache
-        out: npt.NDArray[np.float32] = np.clip((x - mean) * scale, -self.obs_clip, self.obs_clip)
-        return out
 
-    def obs_torch(self, x: torch.Tensor) -> torch.Tensor:
-        """Normalized observations `[B, obs_dim]` (torch, the loss path; no gradient flows
-        into the statistics)."""
-        scale = torch.rsqrt(self.obs_var + EPS)
-        out = ((x.double() - self.obs_mean) * scale).clamp(-self.obs_clip, self.obs_clip)
-        return out.float()
+def scaled_rewards(rewards: npt.NDArray[Any], scale: float, clip: float) -> F32:
+    """``rewards * scale`` clipped to ``[-clip, clip]``, float32."""
+    scaled = np.clip(rewards * scale, -clip, clip)
+    return scaled.astype(np.float32)
+
+
+class ArrayNormalizer:
+    """The rollout side of a policy's statistics over plain numpy arrays (the
+    ``normalizer.*`` entries of its weights), for a policy without torch
+    (`rxrl.rl.forward.NumpyActorCritic`): normalizes as `rxrl.rl.normalizer.Normalizer`
+    does, bit for bit. The arrays change in place (`set_weights`); `changed` says so, and
+    the mean and ``1 / std`` are computed again on the next call."""
+
+    def __init__(self, arrays: Mapping[str, npt.NDArray[Any]], obs_clip: float, reward_clip: float) -> None:
+        self.arrays, self.obs_clip, self.reward_clip = arrays, obs_clip, reward_clip
+        self._obs: tuple[F32, F32] | None = None
+
+    def changed(self) -> None:
+        """The statistics were overwritten: forget the derived mean and scale."""
+        self._obs = None
+
+    def obs_np(self, x: F32) -> F32:
+        """Normalized observations `[B, obs_dim]`."""
+        if self._obs is None:
+            self._obs = obs_transform(self.arrays["normalizer.obs_mean"], self.arrays["normalizer.obs_var"])
+        return normalized_obs(x, *self._obs, self.obs_clip)
 
     def reward_scale(self) -> float:
-        """The factor rewards are multiplied by: `1 / sqrt(return_var + 1e-8)`."""
-        return float(1.0 / np.sqrt(float(self.return_var) + EPS))
+        """The factor rewards are multiplied by (`reward_scale`)."""
+        return reward_scale(float(self.arrays["normalizer.return_var"]))
 
-    def scale_rewards(self, rewards: npt.NDArray[Any]) -> npt.NDArray[np.float32]:
-        """`rewards` scaled and clipped (see the class docstring), float32."""
-        scaled = np.clip(rewards * self.reward_scale(), -self.reward_clip, self.reward_clip)
-        return scaled.astype(np.float32)
-
-    def moments(self, name: str) -> RunningMoments:
-        """The statistics `name` (``"obs"`` or ``"return"``) as `RunningMoments`."""
-        return RunningMoments(float(getattr(self, f"{name}_count")),
-                              getattr(self, f"{name}_mean").detach().cpu().numpy().copy(),
-                              getattr(self, f"{name}_var").detach().cpu().numpy().copy())
-
-    def merge(self, stats: NormStats | None) -> None:
-        """Add a batch's contribution (`NormStats`) to the statistics, in place."""
-        if stats is None:
-            return
-        for name, part in (("obs", stats.obs), ("return", stats.returns)):
-            if part is None or part.count == 0:
-                continue
-            own = self.moments(name)
-            merged = own.merge(part) if own.count > 0 else part
-            mean, var = getattr(self, f"{name}_mean"), getattr(self, f"{name}_var")
-            with torch.no_grad():
-                mean.copy_(torch.as_tensor(np.asarray(merged.mean)).reshape(mean.shape))
-                var.copy_(torch.as_tensor(np.asarray(merged.var)).reshape(var.shape))
-                getattr(self, f"{name}_count").fill_(merged.count)
+    def scale_rewards(self, rewards: npt.NDArray[Any]) -> F32:
+        """`rewards` scaled and clipped, float32."""
+        return scaled_rewards(rewards, self.reward_scale(), self.reward_clip)
 
 
 class ReturnTracker:
@@ -209,4 +187,15 @@ class ReturnTracker:
         return RunningMoments.of(seen)
 
 
-__all__ = ["EPS", "NormStats", "Normalizer", "ReturnTracker", "RunningMoments"]
+def __getattr__(name: str) -> Any:
+    """``Normalizer``, the torch module, lives in `rxrl.rl.normalizer` (this module is
+    torch-free); the old name still imports."""
+    if name == "Normalizer":
+        from rxrl.rl.normalizer import Normalizer
+
+        return Normalizer
+    raise AttributeError(f"module 'rxrl.rl.normalize' has no attribute {name!r}")
+
+
+__all__ = ["EPS", "ArrayNormalizer", "NormStats", "Normalizer", "ReturnTracker", "RunningMoments",
+           "normalized_obs", "obs_transform", "reward_scale", "scaled_rewards"]

@@ -1,10 +1,9 @@
 """MLP actor-critic policies: torch for losses, a numpy mirror of the forward for rollouts.
 
-Why numpy in the hot path: at rollout batch sizes (8-16 rows) each torch op costs ~5 us of
-dispatch overhead against ~1 us for numpy, so `act` on CartPole with 16 envs takes ~38 us
-instead of ~146 us. The numpy arrays are *views* of the torch parameters (shared memory),
-and every weight update here is in place (optimizer steps, `set_weights`,
-`load_state_dict`), so both paths always use the same weights; tests check they agree.
+The rollout path (`act`, `value`) is `rxrl.rl.forward.Forward` over numpy *views* of the
+torch parameters (shared memory), and every weight update here is in place (optimizer
+steps, `set_weights`, `load_state_dict`), so both paths always use the same weights; tests
+check they agree. `rxrl.rl.forward.NumpyActorCritic` is the same rollout path without torch.
 """
 
 from __future__ import annotations
@@ -21,18 +20,10 @@ import torch
 from torch import nn
 
 from rxrl.rl.config import PolicyConfig
-from rxrl.rl.normalize import Normalizer
+from rxrl.rl.forward import LOG_SQRT_2PI, FloatArray, Forward, Weights, check_spaces, check_weights
+from rxrl.rl.normalizer import Normalizer
 
-#: Policy weights as plain numpy arrays, keyed by torch state-dict name: cheap to pickle.
-Weights = dict[str, npt.NDArray[np.float32]]
-FloatArray = npt.NDArray[np.float32]
-
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
-_NP_ACTIVATIONS: dict[str, Callable[[FloatArray], FloatArray]] = {
-    "tanh": np.tanh,
-    "relu": lambda x: np.maximum(x, np.float32(0.0)),
-}
 
 
 def _layer(n_in: int, n_out: int, gain: float, generator: torch.Generator) -> nn.Linear:
@@ -51,17 +42,6 @@ def _trunk(n_in: int, config: PolicyConfig, generator: torch.Generator) -> nn.Se
     return nn.Sequential(*layers)
 
 
-class _NumpyLinear:
-    """numpy views (shared memory) of a torch Linear layer's weight `[out, in]` and bias."""
-
-    def __init__(self, layer: nn.Linear) -> None:
-        self.weight_t: FloatArray = layer.weight.detach().numpy().T
-        self.bias: FloatArray = layer.bias.detach().numpy()
-
-    def __call__(self, x: FloatArray) -> FloatArray:
-        return x @ self.weight_t + self.bias
-
-
 class ActorCritic(nn.Module, ABC):
     """An MLP actor-critic over a Box (flattened) or Discrete (one-hot) observation space.
 
@@ -71,6 +51,9 @@ class ActorCritic(nn.Module, ABC):
     equal seeds give equal weights in every process; `act` samples from a separate numpy
     generator (`seed_sampling`).
     """
+
+    #: set by the subclass
+    action_space: gym.Space[Any]
 
     def __init__(
         self, observation_space: gym.Space[Any], out_dim: int, config: PolicyConfig, seed: int
@@ -98,7 +81,7 @@ class ActorCritic(nn.Module, ABC):
         self.pi_head = _layer(width, out_dim, 0.01, init)
         self.vf_head = _layer(width, 1, 1.0, init)
         self.sampler = np.random.default_rng(seed)
-        self._np: dict[str, list[_NumpyLinear]] | None = None
+        self._np: Forward | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # The numpy views must alias *this* object's parameters: rebuild them after a copy.
@@ -151,47 +134,19 @@ class ActorCritic(nn.Module, ABC):
         `deterministic=True` takes the mode (argmax / mean) instead of sampling; `logp` is
         then that mode's log-probability.
         """
-        x = self._np_encode(obs)
-        pi_hidden = self._np_mlp("pi_trunk", x)
-        vf_hidden = pi_hidden if self.vf_trunk is None else self._np_mlp("vf_trunk", x)
-        actions, logp = self._sample(self._np_mlp("pi_head", pi_hidden), deterministic)
-        return actions, logp, self._np_mlp("vf_head", vf_hidden)[:, 0]
+        return self._rollout().act(obs, self.sampler, deterministic)
 
     def value(self, obs: npt.NDArray[Any]) -> FloatArray:
         """Value estimates `[B]` for a batch of observations (numpy, no autograd)."""
-        x = self._np_encode(obs)
-        hidden = self._np_mlp("pi_trunk" if self.vf_trunk is None else "vf_trunk", x)
-        return self._np_mlp("vf_head", hidden)[:, 0]
+        return self._rollout().value(obs)
 
-    def _np_encode(self, obs: npt.NDArray[Any]) -> FloatArray:
-        if self._one_hot is not None:
-            return np.eye(self._one_hot, dtype=np.float32)[np.asarray(obs, dtype=np.intp) - self._obs_start]
-        flat = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
-        if self.normalizer is not None and self.config.normalize_obs:
-            return self.normalizer.obs_np(flat)
-        return flat
-
-    def _np_mlp(self, part: str, x: FloatArray) -> FloatArray:
-        """Run one part (a trunk: linear + activation per layer; a head: one linear)."""
+    def _rollout(self) -> Forward:
+        """The numpy forward over views of this policy's parameters and buffers."""
         if self._np is None:
-            parts: dict[str, nn.Module | None] = {
-                "pi_trunk": self.pi_trunk,
-                "vf_trunk": self.vf_trunk,
-                "pi_head": self.pi_head,
-                "vf_head": self.vf_head,
-            }
-            self._np = {
-                name: [_NumpyLinear(m) for m in module.modules() if isinstance(m, nn.Linear)]
-                for name, module in parts.items()
-                if module is not None
-            }
-        layers = self._np[part]
-        if part.endswith("_head"):
-            return layers[0](x)
-        activation = _NP_ACTIVATIONS[self.config.activation]
-        for layer in layers:
-            x = activation(layer(x))
-        return x
+            params = {k: t.detach().numpy() for k, t in self.state_dict().items()}
+            self._np = Forward(params, self.config, self.observation_space, self.action_space,
+                               self.normalizer)
+        return self._np
 
     # -- weights ----------------------------------------------------------------------------
 
@@ -205,23 +160,10 @@ class ActorCritic(nn.Module, ABC):
         Raises ValueError naming the offending entries when names or shapes differ.
         """
         own = self.state_dict()
-        missing, extra = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
-        if missing or extra:
-            raise ValueError(f"set_weights: missing entries {missing}, unexpected {extra}")
-        wrong = {
-            k: (tuple(own[k].shape), np.shape(w))
-            for k, w in weights.items()
-            if tuple(own[k].shape) != np.shape(w)
-        }
-        if wrong:
-            raise ValueError(f"set_weights: shape mismatch (expected, got): {wrong}")
+        check_weights({k: tuple(t.shape) for k, t in own.items()}, weights)
         with torch.no_grad():
             for k, w in weights.items():
                 own[k].copy_(torch.as_tensor(np.asarray(w)))
-
-    @abstractmethod
-    def _sample(self, out: FloatArray, deterministic: bool) -> tuple[npt.NDArray[Any], FloatArray]:
-        """numpy actions and their log-probs from the policy head output `[B, out_dim]`."""
 
     @abstractmethod
     def _logp_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -244,18 +186,6 @@ class CategoricalActorCritic(ActorCritic):
     ) -> None:
         super().__init__(observation_space, int(action_space.n), config, seed)
         self.action_space = action_space
-
-    def _sample(self, out: FloatArray, deterministic: bool) -> tuple[npt.NDArray[Any], FloatArray]:
-        if deterministic:
-            actions = out.argmax(axis=1)
-        else:
-            u = self.sampler.random(out.shape, dtype=np.float32)
-            with np.errstate(divide="ignore"):  # u == 0 gives noise -inf: never the argmax
-                actions = (out - np.log(-np.log(u))).argmax(axis=1)
-        top = out.max(axis=1)
-        log_norm = top + np.log(np.exp(out - top[:, None]).sum(axis=1))
-        logp = np.take_along_axis(out, actions[:, None], axis=1)[:, 0] - log_norm
-        return actions.astype(np.int64, copy=False), logp
 
     def _logp_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         log_probs = torch.log_softmax(out, dim=-1)
@@ -283,20 +213,10 @@ class GaussianActorCritic(ActorCritic):
         self.action_space = action_space
         self.log_std = nn.Parameter(torch.full((act_dim,), float(config.init_log_std)))
 
-    def _sample(self, out: FloatArray, deterministic: bool) -> tuple[npt.NDArray[Any], FloatArray]:
-        log_std: FloatArray = self.log_std.detach().numpy()
-        if deterministic:
-            noise = np.zeros_like(out)
-        else:
-            noise = self.sampler.standard_normal(out.shape, dtype=np.float32)
-        actions = out + np.exp(log_std) * noise
-        logp = (np.float32(-0.5) * np.square(noise) - log_std - np.float32(_LOG_SQRT_2PI)).sum(axis=1)
-        return actions, logp
-
     def _logp_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         z = (actions - out) * torch.exp(-self.log_std)
-        logp = (-0.5 * z.square() - self.log_std - _LOG_SQRT_2PI).sum(-1)
-        entropy = (0.5 + _LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
+        logp = (-0.5 * z.square() - self.log_std - LOG_SQRT_2PI).sum(-1)
+        entropy = (0.5 + LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
         return logp, entropy
 
 
@@ -313,18 +233,11 @@ def make_policy(
     ValueError naming the space.
     """
     config = config or PolicyConfig()
-    if not isinstance(observation_space, gym.spaces.Box | gym.spaces.Discrete):
-        raise ValueError(
-            f"make_policy: unsupported observation space {observation_space!r}; "
-            "supported: Box (flattened) and Discrete (one-hot)"
-        )
+    check_spaces(observation_space, action_space)
     if isinstance(action_space, gym.spaces.Discrete):
         return CategoricalActorCritic(observation_space, action_space, config, seed)
-    if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
-        return GaussianActorCritic(observation_space, action_space, config, seed)
-    raise ValueError(
-        f"make_policy: unsupported action space {action_space!r}; supported: Discrete and 1-D Box"
-    )
+    assert isinstance(action_space, gym.spaces.Box)
+    return GaussianActorCritic(observation_space, action_space, config, seed)
 
 
 __all__ = [

@@ -3,7 +3,9 @@ does, for a plan with one actor more than this machine has cores, and print what
 processes saw (JSON on the last line of stdout): whether each one's process was started before
 the run asked for the actors (a pre-started worker) and whether torch was imported there
 before the actor was constructed (this module never imports torch, so only the preload can
-have imported it), and its niceness. Linux only: processes are read from /proc.
+have imported it), and its niceness; with ``--torch-free``, for actors whose factory is
+declared torch-free (whose processes must not preload torch). Linux only: processes are read
+from /proc.
 """
 
 from __future__ import annotations
@@ -66,11 +68,21 @@ class Probe:
         return self.seen
 
 
+class TorchFreeProbes:
+    """``index -> Probe``, declared torch-free as `rxrl.rl.worker.RolloutWorkerFactory` is."""
+
+    TORCH_FREE = True
+
+    def __call__(self, index: int) -> Probe:
+        return Probe()
+
+
 def main() -> None:
     from rxrl.cli_train import ray_init_options  # imports torch: only here, in the driver
 
     n = (os.cpu_count() or 1) + 1
-    plan = rxrl.from_actors(rxrl.actors(Probe, n), Probe.report) | ops.barrier() | ops.take(1)
+    group = rxrl.indexed_actors(TorchFreeProbes(), n) if "--torch-free" in sys.argv else rxrl.actors(Probe, n)
+    plan = rxrl.from_actors(group, Probe.report) | ops.barrier() | ops.take(1)
     options = ray_init_options(plan)
     connect("local", options)
     time.sleep(0.1)  # a worker Ray starts now, on request, is started after `requested`

@@ -17,7 +17,8 @@ from rxrl import ops
 from rxrl.algos import ppo
 from rxrl.rl import Metrics, PolicyConfig, PPOConfig, PPOLearner, RolloutWorker, make_policy
 from rxrl.rl.env import EnvSpaces
-from rxrl.rl.normalize import Normalizer, NormStats, ReturnTracker, RunningMoments
+from rxrl.rl.normalize import NormStats, ReturnTracker, RunningMoments
+from rxrl.rl.normalizer import Normalizer
 
 NORMALIZING = PolicyConfig(normalize_obs=True, scale_rewards=True)
 rows = hnp.arrays(np.float64, st.tuples(st.integers(0, 12), st.just(3)),

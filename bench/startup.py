@@ -11,8 +11,11 @@ the ones named, so that load on a shared machine hits both alike).
 
 The cuts (docs/benchmarks.md, "Start-up"): ``lean`` — the local Ray without its API server,
 log monitor and autoscaler monitor (`rxrl.backends.ray.connect.is_lean`); ``preload`` — the
-worker processes import torch and rxrl as soon as they start (`WORKER_PRELOAD`); ``cpus`` —
-a CPU per actor, so that every actor is constructed at once.
+worker processes import what their actors need as soon as they start (`WORKER_PRELOAD`; for
+PPO, whose rollout workers act without torch, `TORCH_FREE_PRELOAD`); ``cpus`` —
+a CPU per actor, so that every actor is constructed at once; ``torchfree`` — PPO's rollout
+workers act without torch (`rxrl.algos.common.torch_free_workers`; without it, each builds a
+torch policy from the seed, and the worker processes preload torch).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import sys
 import time
 from typing import Any
 
-CUTS = ("lean", "preload", "cpus")
+CUTS = ("lean", "preload", "cpus", "torchfree")
 
 
 def phases(without: frozenset[str] = frozenset()) -> dict[str, float]:
@@ -50,6 +53,10 @@ def phases(without: frozenset[str] = frozenset()) -> dict[str, float]:
 
     marks.append(("import ray", time.perf_counter()))
     algo = get("ppo")
+    if "torchfree" in without:  # PPO's rollout workers as before: torch policies from the seed
+        ppo: Any = importlib.import_module("rxrl.algos.ppo")
+        make_groups = ppo.make_groups
+        ppo.make_groups = lambda *args, **kwargs: make_groups(*args, **{**kwargs, "torch_free": False})
     plan = training_plan(algo, algo.config(), None, CheckpointClock(25_000, 100_000), WORKER_RESTARTS)
     marks.append(("plan", time.perf_counter()))
     options = ray_init_options(plan)

@@ -8,9 +8,10 @@ check they agree. `rxrl.rl.forward.NumpyActorCritic` is the same rollout path wi
 
 from __future__ import annotations
 
+import contextlib
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -24,6 +25,23 @@ from rxrl.rl.forward import LOG_SQRT_2PI, FloatArray, Forward, Weights, check_sp
 from rxrl.rl.normalizer import Normalizer
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Within the block, torch runs on one thread. Orthogonal init (a QR factorization) gives
+    different last bits on 1 and 2 threads, and a driver that builds the seed's initial weights
+    for torch-free workers runs at the process default while a learner runs at
+    ``learner_threads``: both build them on one thread, so they are equal bit for bit."""
+    threads = torch.get_num_threads()
+    if threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _layer(n_in: int, n_out: int, gain: float, generator: torch.Generator) -> nn.Linear:
@@ -76,10 +94,11 @@ class ActorCritic(nn.Module, ABC):
         #: running statistics (`PolicyConfig.normalize_obs` / `scale_rewards`), else None
         self.normalizer = (Normalizer(in_dim, config.obs_clip, config.reward_clip)
                            if config.normalizes else None)
-        self.pi_trunk = _trunk(in_dim, config, init)
-        self.vf_trunk = None if config.shared_trunk else _trunk(in_dim, config, init)
-        self.pi_head = _layer(width, out_dim, 0.01, init)
-        self.vf_head = _layer(width, 1, 1.0, init)
+        with one_thread():  # initial weights that do not depend on the process's thread count
+            self.pi_trunk = _trunk(in_dim, config, init)
+            self.vf_trunk = None if config.shared_trunk else _trunk(in_dim, config, init)
+            self.pi_head = _layer(width, out_dim, 0.01, init)
+            self.vf_head = _layer(width, 1, 1.0, init)
         self.sampler = np.random.default_rng(seed)
         self._np: Forward | None = None
 

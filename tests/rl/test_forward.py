@@ -11,15 +11,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+import torch
 
 import rxrl
 from rxrl import ops
 from rxrl.algos import a2c, ppo
 from rxrl.cli_train import TORCH_FREE_PRELOAD, WORKER_PRELOAD, ray_init_options
-from rxrl.rl import PolicyConfig, PPOConfig, RolloutWorker, SampleBatch, make_policy
+from rxrl.rl import EnvSpaces, PolicyConfig, PPOConfig, RolloutWorker, SampleBatch, make_policy
 from rxrl.rl.batch import COLUMNS
 from rxrl.rl.forward import NumpyActorCritic
 from rxrl.rl.normalize import NormStats
+from rxrl.rl.worker import RolloutWorkerFactory
 from tests.cli.helpers import ROOT, environment
 from tests.rl import torch_probe
 
@@ -87,7 +89,7 @@ def test_numpy_weights_are_validated_as_torch_weights_are_and_cannot_give_gradie
 
 def ppo_weights() -> dict[str, npt.NDArray[np.float32]]:
     """PPO's initial CartPole weights."""
-    spaces = RolloutWorker("CartPole-v1", num_envs=1, fragment_length=1).spaces
+    spaces = EnvSpaces.of("CartPole-v1")
     return make_policy(spaces.observation, spaces.action, PolicyConfig(), 0).get_weights()
 
 
@@ -121,3 +123,21 @@ def test_ppo_on_ray_trains_with_rollout_workers_that_never_import_torch(ray_sess
     with rxrl.run(plan, "ray") as run:
         seen = list(run)
     assert seen and all(record == [False, False] for record in seen), seen
+
+
+def test_initial_weights_do_not_depend_on_the_thread_count() -> None:
+    """The driver builds torch-free workers' initial weights at its own thread count, a
+    learner at ``learner_threads``: orthogonal init differs in its last bits between 1 and
+    2 threads unless it runs on one (`rxrl.rl.policy.one_thread`)."""
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        two = ppo_weights()
+        factory = ppo.groups(ppo.PPO()).workers.make
+        torch.set_num_threads(1)
+        one = ppo_weights()
+    finally:
+        torch.set_num_threads(threads)
+    assert isinstance(factory, RolloutWorkerFactory)
+    for name, value in one.items():
+        assert np.array_equal(value, two[name]) and np.array_equal(value, factory.weights[name]), name

@@ -3,7 +3,9 @@
 Tasks (``TASKS``): ``ppo-hopper`` (PPO, Hopper-v5, target 2000, CleanRL's settings, which are
 rxrl's ``ppo.MUJOCO``), ``sac-pendulum`` (SAC, Pendulum-v1, target -200) and ``sac-hopper``
 (SAC, Hopper-v5, target 2000), SAC with SB3's settings on both systems (one learning rate
-of 3e-4 for critics, actor and temperature; batches of 256; one update per env step).
+of 3e-4 for critics, actor and temperature; batches of 256; one update per env step), and
+``sac-hopper-cleanrl``: rxrl's SAC defaults (CleanRL's learning rates: critics 1e-3, actor
+3e-4, temperature 1e-3), SB3 given the same three.
 
 Each run is its own subprocess (``--one``), the systems alternate within each seed, and every
 run reports: wall time, the mean return of the last 100 training episodes at the budget, the
@@ -45,6 +47,8 @@ class Task:
     budget: int
     target: float
     rxrl_sets: tuple[str, ...] = ()
+    #: SB3's SAC learning rates (critics, actor, temperature); None: its one lr, 3e-4
+    sb3_lrs: tuple[float, float, float] | None = None
 
 
 #: SB3's SAC settings, given to rxrl: one lr for everything (rxrl's defaults: 1e-3 critics)
@@ -53,6 +57,8 @@ TASKS = {
     "ppo-hopper": Task("ppo", "Hopper-v5", 1_000_000, 2000.0),
     "sac-pendulum": Task("sac", "Pendulum-v1", 20_000, -200.0, SB3_SAC),
     "sac-hopper": Task("sac", "Hopper-v5", 300_000, 2000.0, SB3_SAC),
+    # rxrl's defaults (CleanRL's lrs), and SB3 given the same three lrs (`_SplitLrSAC`)
+    "sac-hopper-cleanrl": Task("sac", "Hopper-v5", 300_000, 2000.0, (), (1e-3, 3e-4, 1e-3)),
 }
 
 Curve = list[tuple[int, float, float]]  # (env steps, mean return of the last 100 episodes, s)
@@ -121,7 +127,8 @@ def run_sb3(task: Task, seed: int, budget: int) -> dict[str, Any]:
                         seed=seed, device="cpu", verbose=0)
     else:
         starts = 1_000 if task.env == "Pendulum-v1" else 5_000
-        model = sb3.SAC("MlpPolicy", env, learning_rate=3e-4, buffer_size=min(budget, 1_000_000),
+        sac = sb3.SAC if task.sb3_lrs is None else _split_lr_sac(sb3.SAC, task.sb3_lrs)
+        model = sac("MlpPolicy", env, learning_rate=3e-4, buffer_size=min(budget, 1_000_000),
                         learning_starts=starts, batch_size=256, tau=0.005, gamma=0.99, train_freq=1,
                         gradient_steps=1, ent_coef="auto", seed=seed, device="cpu", verbose=0,
                         policy_kwargs={"net_arch": [256, 256]})
@@ -151,6 +158,21 @@ def run_sb3(task: Task, seed: int, budget: int) -> dict[str, Any]:
             returns.append(total)
             total = 0.0
     return {"curve": curve, "wall_s": wall, "eval_mean": float(np.mean(returns))}
+
+
+def _split_lr_sac(base: Any, lrs: tuple[float, float, float]) -> Any:
+    """SB3's SAC with a learning rate per optimizer (critics, actor, temperature): SB3 sets one
+    schedule's value on all three every update (``_update_learning_rate``); this sets each its own."""
+    critic_lr, actor_lr, alpha_lr = lrs
+
+    def _update_learning_rate(self: Any, optimizers: Any) -> None:
+        for optimizer in optimizers if isinstance(optimizers, list) else [optimizers]:
+            lr = (critic_lr if optimizer is self.critic.optimizer
+                  else alpha_lr if optimizer is getattr(self, "ent_coef_optimizer", None) else actor_lr)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+
+    return type("SplitLrSAC", (base,), {"_update_learning_rate": _update_learning_rate})
 
 
 RUNNERS: dict[str, Callable[[Task, int, int], dict[str, Any]]] = {

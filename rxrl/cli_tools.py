@@ -79,9 +79,11 @@ def evaluate(args: argparse.Namespace) -> int:
         except (RuntimeError, KeyError, TypeError) as e:
             raise ValueError(f"corrupt checkpoint {ckpt.path}: the policies do not fit their config "
                              f"({' '.join(str(e).split())[:200]})") from e
+        lowest, returns = done.lowest_agent()
         per_agent = ", ".join(f"{agent} {np.mean(r):.1f}" for agent, r in done.agent_returns.items())
-        print(f"{ckpt.algo.name} {config.env}: mean return {_spread(done.returns)} over {len(done.returns)} "
-              f"greedy episodes; per agent: {per_agent}")
+        print(f"{ckpt.algo.name} {config.env}: mean return {_spread(returns)} over {len(done.returns)} "
+              f"greedy episodes (the lowest agent's, {lowest}, as in training); per agent: {per_agent}; "
+              f"total per episode {_spread(done.returns)}")
         return 0
     else:
         spaces = env_spaces(config, ckpt.algo.name)

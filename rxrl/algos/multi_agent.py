@@ -132,11 +132,17 @@ class MultiAgentWorkerFactory:
 @attrs.frozen
 class GreedyReturns:
     """Returns of greedy episodes of a multi-agent policy set: ``returns`` per env episode
-    (the sum over its agents, as ``episode_return_mean`` in metrics.csv) and ``agent_returns``
-    per agent (its own episodes, as ``agent/<id>/episode_return_mean``)."""
+    (the sum over its agents, as ``episode_total_return_mean`` in metrics.csv) and
+    ``agent_returns`` per agent (its own episodes, as ``agent/<id>/episode_return_mean``)."""
 
     returns: list[float]
     agent_returns: dict[str, list[float]]
+
+    def lowest_agent(self) -> tuple[str, list[float]]:
+        """The agent with the lowest mean return and its returns: what ``episode_return_mean``
+        (and ``--target-return``) is in training."""
+        agent = min(self.agent_returns, key=lambda a: float(np.mean(self.agent_returns[a])))
+        return agent, self.agent_returns[agent]
 
 
 #: an eval episode that has not ended after this many env steps is an error (an env without

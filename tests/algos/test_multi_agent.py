@@ -163,6 +163,9 @@ def test_greedy_evaluation_acts_with_the_checkpoint_s_policies() -> None:
     agents = ["cartpole_0", "cartpole_1"]
     assert done.agent_returns == {a: [e[i] for e in expected] for i, a in enumerate(agents)}
     assert done.returns == [sum(e) for e in expected]
+    means = {a: float(np.mean(r)) for a, r in done.agent_returns.items()}
+    lowest = min(means, key=means.__getitem__)
+    assert done.lowest_agent() == (lowest, done.agent_returns[lowest])  # training's episode_return_mean
 
 
 

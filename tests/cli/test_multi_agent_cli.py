@@ -68,6 +68,7 @@ def test_a_two_trainer_run_resumes_both_learners_and_its_replay(tmp_path: Path) 
     assert "two-trainer MultiCartPole-v0: mean return" in done.stdout
     assert "over 2 greedy episodes" in done.stdout
     assert "per agent: cartpole_0" in done.stdout and "cartpole_1" in done.stdout
+    assert "as in training" in done.stdout and "total per episode" in done.stdout
 
 
 def test_ma_ppo_trains_on_a_real_pettingzoo_env(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -184,7 +184,9 @@ def greedy_returns(factory: MultiAgentWorkerFactory, episodes: int, seed: int) -
 
 def evaluate(config: MultiAgentPPO, learner_state: Mapping[str, Any], episodes: int,
              seed: int) -> GreedyReturns:
-    """``rxrl eval`` of a multi-agent PPO checkpoint (`greedy_returns`)."""
+    """``rxrl eval`` of a multi-agent PPO checkpoint (`greedy_returns`); ValueError if its
+    policies are not the config's (`check`)."""
+    check(config, learner_state)
     return greedy_returns(MultiAgentWorkerFactory(config, starts=(Start(learner_state),)), episodes, seed)
 
 

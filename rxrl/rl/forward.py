@@ -67,6 +67,14 @@ def check_spaces(observation_space: gym.Space[Any], action_space: gym.Space[Any]
     )
 
 
+def check_normalizable(config: PolicyConfig, observation_space: gym.Space[Any]) -> None:
+    """ValueError unless observations can be normalized where ``config`` asks for it (a
+    `Discrete` observation is one-hot: there is nothing to normalize)."""
+    if config.normalize_obs and isinstance(observation_space, gym.spaces.Discrete):
+        raise ValueError("PolicyConfig.normalize_obs needs a Box observation space, got "
+                         f"{observation_space!r}")
+
+
 def check_weights(own: Mapping[str, tuple[int, ...]], weights: Mapping[str, npt.NDArray[np.generic]]) -> None:
     """ValueError naming the offending entries unless ``weights`` has exactly the names of
     ``own`` (name -> shape), with those shapes."""
@@ -196,9 +204,7 @@ class NumpyActorCritic:
     def __init__(self, observation_space: gym.Space[Any], action_space: gym.Space[Any],
                  config: PolicyConfig, weights: Mapping[str, npt.NDArray[Any]], seed: int) -> None:
         check_spaces(observation_space, action_space)
-        if config.normalize_obs and isinstance(observation_space, gym.spaces.Discrete):
-            raise ValueError("PolicyConfig.normalize_obs needs a Box observation space, got "
-                             f"{observation_space!r}")
+        check_normalizable(config, observation_space)
         self.config = config
         self.observation_space, self.action_space = observation_space, action_space
         self._params: dict[str, npt.NDArray[Any]] = {k: np.array(v, copy=True) for k, v in weights.items()}
@@ -234,4 +240,4 @@ class NumpyActorCritic:
 
 
 __all__ = ["LOG_SQRT_2PI", "PARTS", "FloatArray", "Forward", "NumpyActorCritic", "ObsNormalizer", "Weights",
-           "categorical_sample", "check_spaces", "check_weights", "gaussian_sample"]
+           "categorical_sample", "check_normalizable", "check_spaces", "check_weights", "gaussian_sample"]

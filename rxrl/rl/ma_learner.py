@@ -8,7 +8,7 @@ give a PPO learner the PPO policies of a `MultiAgentBatch` and a DQN learner the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -59,12 +59,8 @@ class _PerPolicy(Generic[L]):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a `state_dict()` with the same policies (ValueError naming any difference)."""
-        saved = state["learners"]
-        if set(saved) != set(self.learners):
-            raise ValueError(f"the checkpoint has policies {sorted(saved)}, this learner "
-                             f"{sorted(self.learners)}")
-        for pid, learner in self.learners.items():
-            learner.load_state_dict(saved[pid])
+        _load_each(self.learners, state["learners"],
+                   "the checkpoint has policies {saved}, this learner {own}")
 
 
 class MultiPPOLearner(_PerPolicy[PPOLearner]):
@@ -119,6 +115,19 @@ class MultiDQNLearner(_PerPolicy[DQNLearner]):
         return reports
 
 
+class _Loads(Protocol):
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+def _load_each(parts: Mapping[PolicyID, _Loads], saved: Mapping[PolicyID, Any], mismatch: str) -> None:
+    """Restore each policy's part from ``saved``; ValueError (``mismatch``, formatted with the
+    sorted ``saved`` and ``own`` ids) unless both hold the same policies."""
+    if set(saved) != set(parts):
+        raise ValueError(mismatch.format(saved=sorted(saved), own=sorted(parts)))
+    for pid, part in parts.items():
+        part.load_state_dict(saved[pid])
+
+
 def _mean_report(parts: list[TrainMetrics]) -> TrainMetrics:
     """One report for several optimizer steps: means of the losses, sums of rows, steps, time."""
     def mean(name: str) -> float:
@@ -169,12 +178,8 @@ class MultiReplay:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a `state_dict()` of a replay with the same policies and config (ValueError
         naming the policies otherwise)."""
-        saved = state["shards"]
-        if set(saved) != set(self.shards):
-            raise ValueError(f"the checkpoint's replay has policies {sorted(saved)}, this replay "
-                             f"{sorted(self.shards)}")
-        for pid, shard in self.shards.items():
-            shard.load_state_dict(saved[pid])
+        _load_each(self.shards, state["shards"],
+                   "the checkpoint's replay has policies {saved}, this replay {own}")
 
     def sample(self) -> dict[PolicyID, TransitionBatch] | NotReady:
         """``steps`` minibatches per policy, or `NOT_READY` before ``learning_starts``."""

@@ -21,7 +21,15 @@ import torch
 from torch import nn
 
 from rxrl.rl.config import PolicyConfig
-from rxrl.rl.forward import LOG_SQRT_2PI, FloatArray, Forward, Weights, check_spaces, check_weights
+from rxrl.rl.forward import (
+    LOG_SQRT_2PI,
+    FloatArray,
+    Forward,
+    Weights,
+    check_normalizable,
+    check_spaces,
+    check_weights,
+)
 from rxrl.rl.normalizer import Normalizer
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -88,9 +96,7 @@ class ActorCritic(nn.Module, ABC):
             self._one_hot, self._obs_start = None, 0
             in_dim = int(np.prod(observation_space.shape or ()))
         width = config.hidden_sizes[-1]
-        if config.normalize_obs and self._one_hot is not None:
-            raise ValueError("PolicyConfig.normalize_obs needs a Box observation space, got "
-                             f"{observation_space!r}")
+        check_normalizable(config, observation_space)
         #: running statistics (`PolicyConfig.normalize_obs` / `scale_rewards`), else None
         self.normalizer = (Normalizer(in_dim, config.obs_clip, config.reward_clip)
                            if config.normalizes else None)

@@ -15,7 +15,7 @@ import torch
 
 import rxrl
 from rxrl import ops
-from rxrl.algos import a2c, ppo
+from rxrl.algos import a2c, impala, ppo
 from rxrl.cli_train import TORCH_FREE_PRELOAD, WORKER_PRELOAD, ray_init_options
 from rxrl.rl import EnvSpaces, PolicyConfig, PPOConfig, RolloutWorker, SampleBatch, make_policy
 from rxrl.rl.batch import COLUMNS
@@ -106,8 +106,6 @@ def test_ppo_and_a2c_plans_preload_no_torch_and_others_do() -> None:
     processes preload no torch; a plan of torch actors keeps the torch preload."""
     for algo in (ppo.plan(ppo.PPO()), a2c.plan(a2c.A2C())):
         assert ray_init_options(algo)["_system_config"]["preload_python_modules"] == list(TORCH_FREE_PRELOAD)
-    from rxrl.algos import impala
-
     options = ray_init_options(impala.plan(impala.IMPALA()))
     assert options["_system_config"]["preload_python_modules"] == list(WORKER_PRELOAD)
 
@@ -141,3 +139,13 @@ def test_initial_weights_do_not_depend_on_the_thread_count() -> None:
     assert isinstance(factory, RolloutWorkerFactory)
     for name, value in one.items():
         assert np.array_equal(value, two[name]) and np.array_equal(value, factory.weights[name]), name
+
+
+def test_both_policies_refuse_to_normalize_one_hot_observations() -> None:
+    spaces = EnvSpaces.of("FrozenLake-v1")
+    config = PolicyConfig(normalize_obs=True)
+    with pytest.raises(ValueError, match="normalize_obs needs a Box observation space"):
+        make_policy(spaces.observation, spaces.action, config)
+    weights = make_policy(spaces.observation, spaces.action).get_weights()
+    with pytest.raises(ValueError, match="normalize_obs needs a Box observation space"):
+        NumpyActorCritic(spaces.observation, spaces.action, config, weights, 0)

@@ -56,3 +56,14 @@ def test_replay_is_not_ready_below_learning_starts_then_samples_steps_minibatche
 def test_prioritized_replay_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match=r"set replay\.prioritized=false"):
         MultiReplay(["p"], ReplayConfig(prioritized=True), steps=2)
+
+
+def test_state_of_other_policies_is_refused_naming_both_sets() -> None:
+    spaces = policy_spaces(_worker().envs[0], policy_mapping_fn("independent"))
+    learner = MultiPPOLearner({"cartpole_0": spaces["cartpole_0"]}, SMALL)
+    other = MultiPPOLearner({"cartpole_1": spaces["cartpole_1"]}, SMALL)
+    with pytest.raises(ValueError, match=r"policies \['cartpole_1'\], this learner \['cartpole_0'\]"):
+        learner.load_state_dict(other.state_dict())
+    replay = MultiReplay(["cartpole_1"], ReplayConfig(capacity=64, batch_size=4, learning_starts=4))
+    with pytest.raises(ValueError, match=r"replay has policies \['a', 'b'\], this replay \['cartpole_1'\]"):
+        replay.load_state_dict({"shards": {"a": {}, "b": {}}})

@@ -41,17 +41,22 @@ class Interrupts:
     """rxrl's SIGINT/SIGTERM handler (see the module docstring).
 
     ``requested`` is the first signal received while graceful, until `clear`;
-    ``on_request`` runs (in the handler) when it is first set.
+    ``on_request`` runs (in the handler) when it is first set. ``unwinding`` is a signal the
+    handler raised for: Python runs a handler between any two bytecodes, also inside a
+    weakref callback or a ``__del__`` (an import's module-lock cleanup, say), where the
+    exception is printed and dropped; `graceful` raises it again rather than let that run go on.
     """
 
     def __init__(self) -> None:
         self.requested: int | None = None
+        self.unwinding: int | None = None
         self.on_request: Callable[[int], None] | None = None
         self._graceful = False
         self._previous: dict[int, Any] = {}
 
     def install(self) -> None:
         """Handle SIGINT and SIGTERM here (main thread only; else a no-op)."""
+        self.unwinding = None
         with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
             for sig in SIGNALS:
                 self._previous[sig] = signal.signal(sig, self.handle)
@@ -72,7 +77,10 @@ class Interrupts:
 
     @contextlib.contextmanager
     def graceful(self, on_request: Callable[[int], None]) -> Iterator[None]:
-        """Within the block, the first signal calls ``on_request(signum)`` instead of raising."""
+        """Within the block, the first signal calls ``on_request(signum)`` instead of raising.
+        A signal raised for before, whose exception was dropped (``unwinding``), raises now."""
+        if self.unwinding is not None:
+            raise_for(self.unwinding)
         self.on_request, self._graceful = on_request, True
         try:
             yield
@@ -89,6 +97,7 @@ class Interrupts:
             if self.on_request is not None:
                 self.on_request(signum)
             return
+        self.unwinding = signum
         raise_for(signum)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from rxrl.cli_run import load_checkpoint
+from rxrl.cli_signals import Interrupts, Terminated
 from tests.cli.helpers import (
     QUICK,
     cmdline,
@@ -103,3 +104,20 @@ def test_a_ray_run_ends_cleanly_on_a_signal_and_leaves_no_process(
              "end of every process the run started")
     if moment == "training":
         assert load_checkpoint(out).counters.iteration == int(metrics_rows(out)[-1]["iteration"])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_whose_exception_python_dropped_still_stops_the_run(sig: signal.Signals) -> None:
+    """A handler can run inside a weakref callback or ``__del__`` (an import's module-lock
+    cleanup), where Python prints its exception and drops it; CI saw such a SIGTERM during Ray's
+    start-up leave the run training. The run must stop at its first record instead."""
+    interrupts = Interrupts()
+    with pytest.raises(BaseException) as dropped:  # as Python's "Exception ignored in" does
+        interrupts.handle(sig, None)
+    assert isinstance(dropped.value, (KeyboardInterrupt, Terminated))
+    with pytest.raises((KeyboardInterrupt, Terminated)), interrupts.graceful(lambda signum: None):
+        pass
+    interrupts.install()  # a new command starts afresh
+    interrupts.uninstall()
+    with interrupts.graceful(lambda signum: None):
+        pass

@@ -54,11 +54,15 @@ RAY_INIT = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_
 #: modules every worker process of that Ray imports as soon as it has started, before it is
 #: given an actor: Ray starts (one per CPU) while ``ray.init`` is still running, so the
 #: imports overlap with the rest of the start-up instead of following the actor's creation
-WORKER_PRELOAD = ("torch", "gymnasium", "rxrl.backends.ray.host", "rxrl.algos")
+#: (``ray._common.pydantic_compat``: Ray's serializer add-ons import pydantic, ~0.2 s, at a
+#: process's first task otherwise)
+WORKER_PRELOAD = ("torch", "gymnasium", "rxrl.backends.ray.host", "rxrl.algos",
+                  "ray._common.pydantic_compat")
 #: the same for a plan whose actors are mostly torch-free rollout workers (factories with
 #: ``TORCH_FREE``: `rxrl.rl.worker.RolloutWorkerFactory`, PPO's and A2C's): torch would cost
 #: every worker process ~0.9 s of CPU that only the learner's needs (it imports torch itself)
-TORCH_FREE_PRELOAD = ("gymnasium", "rxrl.backends.ray.host", "rxrl.rl.worker", "rxrl.rl.reply")
+TORCH_FREE_PRELOAD = ("gymnasium", "rxrl.backends.ray.host", "rxrl.rl.worker", "rxrl.rl.reply",
+                      "ray._common.pydantic_compat")
 #: what a run directory holds; a directory with any of these is an existing run
 RUN_FILES = ("config.json", "metrics.csv", CHECKPOINT, "summary.json", "tb")
 #: The niceness of the local Ray's worker processes (Ray's default: 15). The actors are the

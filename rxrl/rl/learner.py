@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from rxrl.rl.adam import Adam
 from rxrl.rl.batch import SampleBatch
 from rxrl.rl.config import A2CConfig, PolicyConfig, PPOConfig
 from rxrl.rl.env import EnvSpaces
@@ -65,7 +66,8 @@ def _cpu_copy(value: Any) -> Any:
 
 
 class Learner:
-    """Common learner state: the policy, an Adam optimizer and a minibatch RNG.
+    """Common learner state: the policy, an Adam optimizer (`rxrl.rl.adam.Adam`: torch's, bit
+    for bit) and a minibatch RNG.
 
     `env` is a gymnasium id (its spaces are read from one throwaway instance) or the
     `EnvSpaces` themselves. The policy's initial weights depend only on `seed` and the
@@ -91,7 +93,7 @@ class Learner:
         # built on the CPU (same initial weights everywhere), then moved
         self.policy: ActorCritic = make_policy(spaces.observation, spaces.action, policy, seed)
         self.policy.to(self.device)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr, eps=adam_eps)
+        self.optimizer = Adam(self.policy.parameters(), lr=lr, eps=adam_eps)
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0x1EA12]))
         self.num_updates = 0
         #: transitions trained on so far (a learning-rate schedule's clock)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from rxrl.backends.ray.connect import LEAN_SKIPS, is_lean
+from rxrl.backends.ray.connect import DRIVER_WARM, LEAN_SKIPS, is_lean
 from rxrl.cli_train import RAY_INIT, TORCH_FREE_PRELOAD, WORKER_PRELOAD
 from tests.cli.helpers import ROOT, environment
 
@@ -29,6 +29,17 @@ def test_the_cli_s_ray_options_make_a_lean_ray_and_other_options_do_not() -> Non
     assert not is_lean({**RAY_INIT, "log_to_driver": True})
     assert len(LEAN_SKIPS) == len(SKIPPED_SCRIPTS)
     assert "torch" in WORKER_PRELOAD and "torch" not in TORCH_FREE_PRELOAD
+
+
+def test_every_module_named_for_early_import_exists() -> None:
+    """Ray skips a preload module it cannot import without a word (and `connect` ignores a
+    failed `DRIVER_WARM` import): a misspelt or moved name would silently cost the time it
+    was meant to save. So each must import, in a fresh process (this one has them all)."""
+    names = sorted({*WORKER_PRELOAD, *TORCH_FREE_PRELOAD, *DRIVER_WARM})
+    code = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
+    done = subprocess.run([sys.executable, "-c", code, *names], cwd=ROOT, env=environment(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def _probe(*args: str) -> dict[str, Any]:

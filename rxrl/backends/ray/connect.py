@@ -32,12 +32,14 @@ cluster that answers within a deadline.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import signal
 import socket
 import sys
 import sysconfig
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -54,6 +56,9 @@ CONNECT_TIMEOUT_S = 10.0
 LOCAL = (None, "local")
 #: the ``ray._private.node.Node`` methods that start the processes a lean local Ray goes without
 LEAN_SKIPS = ("start_api_server", "start_log_monitor", "start_monitor")
+#: what the driver imports while ``ray.init`` waits for Ray's processes, instead of after
+#: it: Ray's serializer add-ons import pydantic (~0.2 s) when the driver first serializes
+DRIVER_WARM = ("ray._common.pydantic_compat",)
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +87,31 @@ def connect(address: str | None, init_options: dict[str, Any] | None = None,
     held: contextlib.AbstractContextManager[list[int]] = (
         _held_signals() if address in LOCAL else contextlib.nullcontext([]))
     lean = _lean(options) if address in LOCAL else contextlib.nullcontext()
-    with held as arrived, _without_ray_sigterm_handlers(), lean:
+    with held as arrived, _without_ray_sigterm_handlers(), lean, _importing(DRIVER_WARM):
         try:
             ray.init(address=address, **options)
         finally:
             _restore(handlers)
     for signum in arrived:  # now that Ray is up (and knows how to shut down), deliver it
         signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def _importing(modules: tuple[str, ...]) -> Iterator[None]:
+    """Import ``modules`` in a thread while the block runs (``ray.init`` mostly waits for
+    Ray's processes, without the GIL), and wait for the thread at the end: the imports are
+    done, or failed harmlessly (the module is then imported, or not, where it is used)."""
+    def work() -> None:
+        for name in modules:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=work, name="rxrl-import", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
 
 
 def probe(address: str, timeout_s: float) -> None:

@@ -16,10 +16,9 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import torch
 
 import rxrl
 from rxrl import ops
@@ -27,7 +26,10 @@ from rxrl.algos import Algorithm, get
 from rxrl.algos.common import RolloutSettings, Start
 from rxrl.algos.configs import from_dict, to_dict
 from rxrl.plan import Op
-from rxrl.rl import EnvSpaces, Learner, Metrics, make_policy
+from rxrl.rl import EnvSpaces, Metrics
+
+if TYPE_CHECKING:
+    from rxrl.rl.learner import Learner
 
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_FORMAT = "rxrl-checkpoint/1"
@@ -128,6 +130,8 @@ def save_checkpoint(path: Path, algo: str, config: RolloutSettings, state: Mappi
     """Write a checkpoint atomically (a reader never sees half a file)."""
     doc = {"format": CHECKPOINT_FORMAT, "algo": algo, "config": to_dict(config),
            "learner": dict(state), "counters": attrs.asdict(counters)}
+    import torch  # checkpoints are torch files; a driver imports torch once it writes one
+
     tmp = path.with_name(path.name + ".tmp")
     torch.save(doc, tmp)
     os.replace(tmp, path)
@@ -155,6 +159,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         file = file / CHECKPOINT
     if not file.is_file():
         raise ValueError(f"no checkpoint at {path} (expected a {CHECKPOINT} file or a run directory)")
+    import torch
+
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols before failing
             warnings.simplefilter("ignore")
@@ -197,6 +203,8 @@ def counters_of(data: Any) -> Counters:
 def check_fits(ckpt: Checkpoint, config: RolloutSettings, spaces: EnvSpaces) -> None:
     """Raise ValueError (one line) unless the checkpoint's policy loads into a policy built
     for ``config`` (e.g. ``--set policy.hidden_sizes`` changed the layers)."""
+    from rxrl.rl.policy import make_policy
+
     policy = make_policy(spaces.observation, spaces.action, config.policy, config.seed)
     own = {k: tuple(v.shape) for k, v in policy.state_dict().items()}
     saved = ckpt.learner_state["policy"]

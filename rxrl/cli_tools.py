@@ -25,7 +25,6 @@ from rxrl.cli_run import (
     same,
     training_plan,
 )
-from rxrl.rl import make_policy
 
 # ------------------------------------------------------------------------------------ show
 
@@ -86,6 +85,8 @@ def evaluate(args: argparse.Namespace) -> int:
               f"total per episode {_spread(done.returns)}")
         return 0
     else:
+        from rxrl.rl.policy import make_policy  # torch: only for this
+
         spaces = env_spaces(config, ckpt.algo.name)
         policy = make_policy(spaces.observation, spaces.action, config.policy, config.seed)
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -23,7 +23,15 @@ from rxrl.algos.common import (
     set_weights,
     train_on_fragments,
 )
-from rxrl.rl import A2CConfig, A2CLearner, Metrics, RolloutWorker
+from rxrl.rl import A2CConfig, Metrics, RolloutWorker
+from rxrl.rl.initial import LazyClass
+
+if TYPE_CHECKING:
+    from rxrl.rl.learner import A2CLearner
+
+#: the learner, imported by the learner's process only (a driver that builds this plan does
+#: without torch: docs/design-notes.md, "A driver without torch")
+LEARNER_CLASS: LazyClass[A2CLearner] = LazyClass("rxrl.rl.learner", "A2CLearner")
 
 #: The learner settings `A2C` starts from (see docs/algorithms.md for how they were chosen).
 LEARNER = A2CConfig(lr=1.5e-3, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5)
@@ -50,7 +58,7 @@ class A2C(RolloutSettings):
 def groups(config: A2C, start: Start | None = None) -> Groups[A2CLearner]:
     """The plan's actors: ``num_workers`` rollout workers and one `A2CLearner`."""
     env_spaces(config, "a2c")
-    return make_groups(config, A2CLearner, config.learner, start, torch_free=True)
+    return make_groups(config, LEARNER_CLASS, config.learner, start, torch_free=True)
 
 
 def plan(config: A2C, actors: Groups[A2CLearner] | None = None) -> rxrl.Plan[Metrics]:
@@ -73,4 +81,4 @@ def plan(config: A2C, actors: Groups[A2CLearner] | None = None) -> rxrl.Plan[Met
 #: them for that env; ``--set`` overrides them).
 TUNED: Mapping[str, Mapping[str, Any]] = {}
 
-__all__ = ["A2C", "LEARNER", "TUNED", "groups", "plan"]
+__all__ = ["A2C", "LEARNER", "LEARNER_CLASS", "TUNED", "groups", "plan"]

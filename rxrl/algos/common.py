@@ -8,35 +8,30 @@ pieces those plans name live here, small and named, so that ``rxrl show`` prints
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_args
 
 import attrs
 import gymnasium as gym
 import numpy as np
-import torch
 
 import rxrl
 from rxrl.actors import ActorGroup, Tagged
-from rxrl.rl import (
-    EnvSpaces,
-    EpisodeStats,
-    Gradients,
-    Learner,
-    Metrics,
-    MetricsAccumulator,
-    PolicyConfig,
-    RolloutWorker,
-    SampleBatch,
-    TrainMetrics,
-    Weights,
-    standardize,
-)
-from rxrl.rl.env import registered_id
-from rxrl.rl.policy import make_policy
+from rxrl.rl.batch import SampleBatch, standardize
+from rxrl.rl.config import PolicyConfig
+from rxrl.rl.env import EnvSpaces, registered_id
+from rxrl.rl.forward import Weights
+from rxrl.rl.initial import InitialWeights
+from rxrl.rl.metrics import EpisodeStats, Metrics, MetricsAccumulator, TrainMetrics
 from rxrl.rl.reply import Trained, set_weights
-from rxrl.rl.worker import RolloutWorkerFactory
+from rxrl.rl.worker import RolloutWorker, RolloutWorkerFactory
 
-L = TypeVar("L", bound=Learner)
+if TYPE_CHECKING:  # torch: the learner's process imports these, not a driver
+    import torch
+
+    from rxrl.rl.learner import Learner
+    from rxrl.rl.losses import Gradients
+
+L = TypeVar("L", bound="Learner")
 
 
 # ------------------------------------------------------------------------------- validation
@@ -116,6 +111,8 @@ def device_of(settings: RolloutSettings) -> str:
     """The device the learner trains on, decided on the driver (``"auto"`` resolved here, so
     that the learner's actor asks for a GPU exactly when it will use one)."""
     if settings.learner_device == "auto":
+        import torch  # only here: a driver of a CPU learner does without torch
+
         return "cuda" if torch.cuda.is_available() else "cpu"
     return settings.learner_device
 
@@ -267,6 +264,8 @@ class LearnerFactory(Generic[L]):
     kwargs: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
 
     def __call__(self, index: int) -> L:
+        import torch  # in the learner's process
+
         s = self.settings
         torch.set_num_threads(s.learner_threads)
         device = device_of(s)
@@ -295,13 +294,15 @@ class Groups(Generic[L]):
 def torch_free_workers(settings: RolloutSettings, start: Start | None = None) -> RolloutWorkerFactory:
     """The factory of rollout workers that act with numpy weights and never import torch:
     the checkpoint's weights (``start``), or the initial weights of ``settings.seed``, built
-    here once (what a torch worker would build from the seed itself, bit for bit)."""
+    once, when first needed (`InitialWeights`: what a torch worker would build from the seed
+    itself, bit for bit; on a driver that starts a local Ray, while ``ray.init`` runs)."""
     s = settings
+    weights: Weights | InitialWeights
     if start is not None:
         weights, version = start.weights(), start.version()
     else:
         spaces = spaces_of(registered_id(s.env), s.env_kwargs)
-        weights, version = make_policy(spaces.observation, spaces.action, s.policy, s.seed).get_weights(), 0
+        weights, version = InitialWeights(spaces.observation, spaces.action, s.policy, s.seed), 0
     return RolloutWorkerFactory(s.env, s.num_envs_per_worker, s.fragment_length, worker_seed(s, start),
                                 s.gamma, s.lam, s.policy, weights, s.env_kwargs, version)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -26,7 +26,15 @@ from rxrl.algos.common import (
     set_weights,
     train_on_fragments,
 )
-from rxrl.rl import Metrics, PPOConfig, PPOLearner, RolloutWorker, SampleBatch
+from rxrl.rl import Metrics, PPOConfig, RolloutWorker, SampleBatch
+from rxrl.rl.initial import LazyClass
+
+if TYPE_CHECKING:
+    from rxrl.rl.learner import PPOLearner
+
+#: the learner, imported by the learner's process only (a driver that builds this plan does
+#: without torch: docs/design-notes.md, "A driver without torch")
+LEARNER_CLASS: LazyClass[PPOLearner] = LazyClass("rxrl.rl.learner", "PPOLearner")
 
 #: The learner settings `PPO` starts from: CleanRL's PPO with a larger step size, 10 epochs,
 #: no entropy bonus and no value clipping, which learns CartPole in ~60k steps (see
@@ -64,7 +72,7 @@ class PPO(RolloutSettings):
 def groups(config: PPO, start: Start | None = None) -> Groups[PPOLearner]:
     """The plan's actors: ``num_workers`` rollout workers and one `PPOLearner`."""
     env_spaces(config, "ppo")
-    return make_groups(config, PPOLearner, config.learner, start, torch_free=True)
+    return make_groups(config, LEARNER_CLASS, config.learner, start, torch_free=True)
 
 
 def plan(config: PPO, actors: Groups[PPOLearner] | None = None) -> rxrl.Plan[Metrics]:
@@ -122,4 +130,4 @@ TUNED: Mapping[str, Mapping[str, Any]] = {
                     "learner.max_grad_norm": None},
 }
 
-__all__ = ["LEARNER", "MUJOCO", "MUJOCO_ENVS", "PPO", "TUNED", "decayed", "groups", "plan"]
+__all__ = ["LEARNER", "LEARNER_CLASS", "MUJOCO", "MUJOCO_ENVS", "PPO", "TUNED", "decayed", "groups", "plan"]

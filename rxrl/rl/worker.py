@@ -18,6 +18,7 @@ from rxrl.rl.env import EnvSpaces, autoreset_mode, make_vector_env, registered_i
 from rxrl.rl.forward import FloatArray, NumpyActorCritic, ObsNormalizer, Weights
 from rxrl.rl.fragment import Fragment
 from rxrl.rl.gae import compute_gae
+from rxrl.rl.initial import InitialWeights, weights_of
 from rxrl.rl.normalize import NormStats, ReturnTracker, RunningMoments
 
 if TYPE_CHECKING:
@@ -380,7 +381,8 @@ class RolloutWorkerFactory:
     """``index -> RolloutWorker`` acting with numpy ``weights`` (`NumpyActorCritic`): picklable
     and torch-free, so that a Ray actor process that builds its worker from it never imports
     torch (~0.9 s of CPU per process at start-up). ``env`` may be ``module:Env-v0``
-    (`registered_id`); ``version`` is the weights' `weights_version`."""
+    (`registered_id`); ``version`` is the weights' `weights_version`. ``weights`` may be
+    `rxrl.rl.initial.InitialWeights`, built when first needed."""
 
     #: `rxrl.cli_train.ray_init_options` leaves torch out of the worker processes' preloaded
     #: modules when most of a plan's actors are built by such factories
@@ -393,7 +395,7 @@ class RolloutWorkerFactory:
     gamma: float
     lam: float
     policy: PolicyConfig
-    weights: Weights = attrs.field(eq=False, repr=False)
+    weights: Weights | InitialWeights = attrs.field(eq=False, repr=False)
     env_kwargs: Mapping[str, Any] = attrs.field(factory=dict)
     version: int = 0
 
@@ -401,7 +403,7 @@ class RolloutWorkerFactory:
         worker = RolloutWorker(registered_id(self.env), num_envs=self.num_envs,
                                fragment_length=self.fragment_length, seed=self.seed, worker_index=index,
                                gamma=self.gamma, lam=self.lam, policy=self.policy,
-                               env_kwargs=self.env_kwargs, weights=self.weights)
+                               env_kwargs=self.env_kwargs, weights=weights_of(self.weights))
         worker.weights_version = self.version
         return worker
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import itertools
 import pickle
@@ -435,3 +436,18 @@ def test_a_foreign_group_arriving_in_every_item_loads_its_factory_once() -> None
     FACTORY_LOADS.clear()
     pickle.loads(wire)
     assert len(FACTORY_LOADS) == 1  # loaded again: the cache is bounded
+
+
+class FreezeProbe:
+    """Reports how many objects its process's collector has frozen."""
+
+    def frozen(self) -> int:
+        return gc.get_freeze_count()
+
+
+def test_an_actor_s_process_freezes_what_it_holds_once_the_actor_is_built() -> None:
+    """Its imports and the actor live as long as the process: a full collection skips them
+    (one walked torch's objects in a PPO learner's second update, +90 ms)."""
+    plan = rxrl.from_actors(rxrl.actors(FreezeProbe, 1), FreezeProbe.frozen) | ops.gather() | ops.take(1)
+    (count,) = list(rxrl.run(plan, "ray"))
+    assert count > 10_000

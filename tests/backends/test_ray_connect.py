@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rxrl.backends.ray.connect import RayConnectError, import_path, probe, with_import_path
+from rxrl.backends.ray.connect import RayConnectError, import_path, probe, wait_registered, with_import_path
 from rxrl.cli_machine import explain_actor_error
 from rxrl.errors import ActorError
 from tests.cli.helpers import environment, rxrl_cli
@@ -105,3 +105,19 @@ def test_a_module_the_ray_workers_cannot_import_is_one_line_naming_it_and_how_to
     assert "install it (pip install -e)" in str(explain_actor_error(raised, None))
     other = ActorError("actor Worker[0] died: out of memory")
     assert explain_actor_error(other, None) is other
+
+
+def test_the_wait_for_a_raylet_s_registration_polls_until_it_is_listed_or_gives_up() -> None:
+    """`_prompt_node_registration`'s poll (Ray's own check sleeps 1 s between asks)."""
+    tables: list[list[dict[str, object]]] = [[], [{"NodeID": "b", "Alive": True}],
+                                             [{"NodeID": "a", "Alive": False}],
+                                             [{"NodeID": "a", "Alive": True}]]
+    asked: list[int] = []
+
+    def table() -> list[dict[str, object]]:
+        asked.append(1)
+        return tables[min(len(asked), len(tables)) - 1]
+
+    assert wait_registered(table, "a", poll_s=0.001, wait_s=10.0)
+    assert len(asked) == 4
+    assert not wait_registered(lambda: [], "a", poll_s=0.001, wait_s=0.01)

@@ -20,6 +20,7 @@ from rxrl.cli_train import TORCH_FREE_PRELOAD, WORKER_PRELOAD, ray_init_options
 from rxrl.rl import EnvSpaces, PolicyConfig, PPOConfig, RolloutWorker, SampleBatch, make_policy
 from rxrl.rl.batch import COLUMNS
 from rxrl.rl.forward import NumpyActorCritic
+from rxrl.rl.initial import weights_of
 from rxrl.rl.normalize import NormStats
 from rxrl.rl.worker import RolloutWorkerFactory
 from tests.cli.helpers import ROOT, environment
@@ -132,13 +133,14 @@ def test_initial_weights_do_not_depend_on_the_thread_count() -> None:
         torch.set_num_threads(2)
         two = ppo_weights()
         factory = ppo.groups(ppo.PPO()).workers.make
+        assert isinstance(factory, RolloutWorkerFactory)
+        built = weights_of(factory.weights)  # built now, at 2 threads (they are built when first needed)
         torch.set_num_threads(1)
         one = ppo_weights()
     finally:
         torch.set_num_threads(threads)
-    assert isinstance(factory, RolloutWorkerFactory)
     for name, value in one.items():
-        assert np.array_equal(value, two[name]) and np.array_equal(value, factory.weights[name]), name
+        assert np.array_equal(value, two[name]) and np.array_equal(value, built[name]), name
 
 
 def test_both_policies_refuse_to_normalize_one_hot_observations() -> None:

@@ -40,7 +40,8 @@ import socket
 import sys
 import sysconfig
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -48,6 +49,7 @@ from typing import Any
 import ray
 from ray.job_config import JobConfig
 
+from rxrl import warmup
 from rxrl.errors import RxrlError
 
 #: how long `connect` waits for the address of an existing cluster to accept a connection
@@ -59,6 +61,9 @@ LEAN_SKIPS = ("start_api_server", "start_log_monitor", "start_monitor")
 #: what the driver imports while ``ray.init`` waits for Ray's processes, instead of after
 #: it: Ray's serializer add-ons import pydantic (~0.2 s) when the driver first serializes
 DRIVER_WARM = ("ray._common.pydantic_compat",)
+#: how often, and how long, a local node's start polls the GCS for its raylet's registration
+#: before Ray's own, once-a-second, check (`_prompt_node_registration`)
+NODE_POLL_S, NODE_WAIT_S = 0.02, 30.0
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +91,10 @@ def connect(address: str | None, init_options: dict[str, Any] | None = None,
     handlers = _python_handlers()
     held: contextlib.AbstractContextManager[list[int]] = (
         _held_signals() if address in LOCAL else contextlib.nullcontext([]))
-    lean = _lean(options) if address in LOCAL else contextlib.nullcontext()
-    with held as arrived, _without_ray_sigterm_handlers(), lean, _importing(DRIVER_WARM):
+    local = address in LOCAL
+    lean = _lean(options) if local else contextlib.nullcontext()
+    prompt = _prompt_node_registration() if local else contextlib.nullcontext()
+    with held as arrived, _without_ray_sigterm_handlers(), lean, prompt, _importing(DRIVER_WARM):
         try:
             ray.init(address=address, **options)
         finally:
@@ -98,13 +105,15 @@ def connect(address: str | None, init_options: dict[str, Any] | None = None,
 
 @contextlib.contextmanager
 def _importing(modules: tuple[str, ...]) -> Iterator[None]:
-    """Import ``modules`` in a thread while the block runs (``ray.init`` mostly waits for
-    Ray's processes, without the GIL), and wait for the thread at the end: the imports are
-    done, or failed harmlessly (the module is then imported, or not, where it is used)."""
+    """Import ``modules`` and do the `rxrl.warmup` work in a thread while the block runs
+    (``ray.init`` mostly waits for Ray's processes, without the GIL), and wait for the thread
+    at the end: the work is done, or failed harmlessly (it is then done, or its error
+    raised, where it is used)."""
     def work() -> None:
         for name in modules:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
+        warmup.run_deferred()
 
     thread = threading.Thread(target=work, name="rxrl-import", daemon=True)
     thread.start()
@@ -181,6 +190,47 @@ def _without_ray_sigterm_handlers() -> Iterator[None]:
         yield
     finally:
         utils.set_sigterm_handler = original
+
+
+@contextlib.contextmanager
+def _prompt_node_registration() -> Iterator[None]:
+    """Within the block, a local node's start notices its raylet's registration within
+    `NODE_POLL_S`. Ray 2.60 asks the GCS for it with ``services.get_node``, whose retry
+    sleeps a whole second: the raylet is seldom registered at the first ask (0.1 s after its
+    start), so ``ray.init`` took 1 s more than the raylet needed (2 s under load). Here the
+    GCS's node table is polled first, then Ray's own call finds the node at once."""
+    services: Any = ray._private.services
+    original = services.get_node
+
+    def get_node(gcs_address: str, node_id: str) -> Any:
+        with contextlib.suppress(Exception):  # Ray's own call then waits, and reports, as it would
+            state_module: Any = ray._private.state
+            state = state_module.GlobalState()
+            state._initialize_global_state(services._get_gcs_client_options(gcs_address))
+            try:
+                wait_registered(lambda: state.node_table(), node_id, NODE_POLL_S, NODE_WAIT_S)
+            finally:
+                state.disconnect()
+        return original(gcs_address, node_id)
+
+    services.get_node = get_node
+    try:
+        yield
+    finally:
+        services.get_node = original
+
+
+def wait_registered(node_table: Callable[[], list[dict[str, Any]]], node_id: str,
+                    poll_s: float, wait_s: float) -> bool:
+    """Poll ``node_table()`` every ``poll_s`` until it lists ``node_id`` alive (True) or
+    ``wait_s`` passed (False)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        if any(n.get("NodeID") == node_id and n.get("Alive", True) for n in node_table()):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
 
 
 def is_lean(init_options: dict[str, Any]) -> bool:

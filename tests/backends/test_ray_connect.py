@@ -121,3 +121,25 @@ def test_the_wait_for_a_raylet_s_registration_polls_until_it_is_listed_or_gives_
     assert wait_registered(table, "a", poll_s=0.001, wait_s=10.0)
     assert len(asked) == 4
     assert not wait_registered(lambda: [], "a", poll_s=0.001, wait_s=0.01)
+
+
+PROMPT_PROBE = """
+import importlib, ray
+connecting = importlib.import_module("rxrl.backends.ray.connect")
+seen = []
+real = connecting.wait_registered
+connecting.wait_registered = lambda *args: seen.append(real(*args)) or seen[-1]
+connecting.connect("local", {"include_dashboard": False, "log_to_driver": False, "num_cpus": 1})
+ray.shutdown()
+print(seen)
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_local_ray_s_start_goes_through_the_prompt_registration_wait() -> None:
+    """The patch sits on a private Ray function (`services.get_node`): if Ray stops calling it,
+    ``ray.init`` goes back to its 1-s retry silently — this says so."""
+    done = subprocess.run([sys.executable, "-c", PROMPT_PROBE], env=environment(),
+                          capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[True]"

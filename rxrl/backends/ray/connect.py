@@ -62,8 +62,9 @@ LEAN_SKIPS = ("start_api_server", "start_log_monitor", "start_monitor")
 #: it: Ray's serializer add-ons import pydantic (~0.2 s) when the driver first serializes
 DRIVER_WARM = ("ray._common.pydantic_compat",)
 #: how often, and how long, a local node's start polls the GCS for its raylet's registration
-#: before Ray's own, once-a-second, check (`_prompt_node_registration`)
-NODE_POLL_S, NODE_WAIT_S = 0.02, 30.0
+#: before Ray's own, once-a-second, check (`_prompt_node_registration`; a raylet that has not
+#: registered by then is left to Ray's check, which gives up after 30 s and says why)
+NODE_POLL_S, NODE_WAIT_S = 0.02, 10.0
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +203,9 @@ def _prompt_node_registration() -> Iterator[None]:
     services: Any = ray._private.services
     original = services.get_node
 
-    def get_node(gcs_address: str, node_id: str) -> Any:
+    def get_node(*args: Any, **kwargs: Any) -> Any:
         with contextlib.suppress(Exception):  # Ray's own call then waits, and reports, as it would
+            gcs_address, node_id = args  # Ray 2.60's call; another shape is left to Ray
             state_module: Any = ray._private.state
             state = state_module.GlobalState()
             state._initialize_global_state(services._get_gcs_client_options(gcs_address))
@@ -211,7 +213,7 @@ def _prompt_node_registration() -> Iterator[None]:
                 wait_registered(lambda: state.node_table(), node_id, NODE_POLL_S, NODE_WAIT_S)
             finally:
                 state.disconnect()
-        return original(gcs_address, node_id)
+        return original(*args, **kwargs)
 
     services.get_node = get_node
     try:

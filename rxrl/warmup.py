@@ -4,7 +4,7 @@ A driver that starts a local Ray spends ~2 s in ``ray.init`` mostly waiting for 
 processes to come up. Work registered here with `defer` (the initial weights of PPO's
 rollout workers, which need torch: `rxrl.rl.initial.InitialWeights`) is done then, in a
 thread (`rxrl.backends.ray.connect`), instead of before ``ray.init`` on the main thread
-(docs/design-notes.md, "A driver without torch").
+(docs/design-notes.md, "The start-up's critical path").
 
 Each registered callable must be idempotent and thread-safe, and leave an error for its real
 use to raise: `run_deferred` ignores what it raises, and the value is then computed (or the

@@ -72,7 +72,7 @@ class Algorithm:
 class Registry(Mapping[str, Algorithm]):
     """``name -> Algorithm``, each entry built (its module imported) when first looked up,
     so that ``rxrl train ppo`` imports PPO's module and not the others (nor, through them,
-    torch: docs/design-notes.md, "A driver without torch")."""
+    torch: docs/design-notes.md, "The start-up's critical path")."""
 
     def __init__(self, entries: Mapping[str, Callable[[], Algorithm]]) -> None:
         self._entries = dict(entries)

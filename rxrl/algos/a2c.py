@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from rxrl.rl.learner import A2CLearner
 
 #: the learner, imported by the learner's process only (a driver that builds this plan does
-#: without torch: docs/design-notes.md, "A driver without torch")
+#: without torch: docs/design-notes.md, "The start-up's critical path")
 LEARNER_CLASS: LazyClass[A2CLearner] = LazyClass("rxrl.rl.learner", "A2CLearner")
 
 #: The learner settings `A2C` starts from (see docs/algorithms.md for how they were chosen).

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from rxrl.rl.learner import PPOLearner
 
 #: the learner, imported by the learner's process only (a driver that builds this plan does
-#: without torch: docs/design-notes.md, "A driver without torch")
+#: without torch: docs/design-notes.md, "The start-up's critical path")
 LEARNER_CLASS: LazyClass[PPOLearner] = LazyClass("rxrl.rl.learner", "PPOLearner")
 
 #: The learner settings `PPO` starts from: CleanRL's PPO with a larger step size, 10 epochs,

@@ -3,7 +3,7 @@
 ``torch.optim.Adam`` imports ``torch._dynamo`` on its first call (its methods are wrapped
 to stay out of ``torch.compile`` graphs): ~0.7 s of CPU in every learner process, on the
 critical path of a run's start (the learner is the last actor ready; docs/design-notes.md,
-"Adam without torch.optim"). Its step also goes through ~0.3 ms of Python bookkeeping per
+"The start-up's critical path"). Its step also goes through ~0.3 ms of Python bookkeeping per
 call, a fifth of a PPO minibatch step with a 64x64 policy on the CPU.
 
 `Adam` computes what ``torch.optim.Adam(params, lr=lr, eps=eps)`` computes on the CPU

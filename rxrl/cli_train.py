@@ -58,8 +58,8 @@ RAY_INIT = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_
 #: process's first task otherwise)
 WORKER_PRELOAD = ("torch", "gymnasium", "rxrl.backends.ray.host", "rxrl.algos",
                   "ray._common.pydantic_compat")
-#: the same for a plan whose actors are mostly torch-free rollout workers (factories with
-#: ``TORCH_FREE``: `rxrl.rl.worker.RolloutWorkerFactory`, PPO's and A2C's): torch would cost
+#: the same for a plan whose actors are mostly torch-free rollout workers (factories whose
+#: ``torch_free`` is true: `rxrl.rl.worker.RolloutWorkerFactory`, PPO's and A2C's): torch would cost
 #: every worker process ~0.9 s of CPU that only the learner's needs (it imports torch itself)
 TORCH_FREE_PRELOAD = ("gymnasium", "rxrl.backends.ray.host", "rxrl.rl.worker", "rxrl.rl.reply",
                       "ray._common.pydantic_compat")
@@ -233,7 +233,7 @@ def ray_init_options(plan: rxrl.Plan[Any]) -> dict[str, Any]:
     """
     groups = compile_plan(plan.node).groups
     actors = sum(group.size for group in groups)
-    torch_free = sum(group.size for group in groups if getattr(group.make, "TORCH_FREE", False))
+    torch_free = sum(group.size for group in groups if getattr(group.make, "torch_free", False))
     cpus = max(os.cpu_count() or 1, actors)
     preload = TORCH_FREE_PRELOAD if torch_free > actors - torch_free else WORKER_PRELOAD
     return {**RAY_INIT, "num_cpus": cpus,

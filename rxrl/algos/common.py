@@ -224,6 +224,31 @@ class Start:
         """The version of the checkpoint's weights (a V-trace learner's updates; 0 for others)."""
         return int(self.learner_state.get("version", 0))
 
+    def for_workers(self) -> Start:
+        """This start with only what rollout workers read of its learner state
+        (`WORKER_KEYS`, and the same of each policy's learner under ``"learners"``): what a
+        worker factory holds. A factory travels with its actor group — into every actor it
+        builds and, in an asynchronous plan, with every tagged item — while a checkpoint's
+        optimizer and replay state can be megabytes."""
+        return Start(_for_workers(self.learner_state), self.reseed)
+
+
+#: the entries of a learner state that rollout workers read: the policy weights, their
+#: version, and the env steps sampled (a Q-learning worker's exploration clock)
+WORKER_KEYS = ("policy", "version", "env_steps_sampled")
+
+
+def _for_workers(state: Mapping[str, Any]) -> dict[str, Any]:
+    slim = {k: state[k] for k in WORKER_KEYS if k in state}
+    if "learners" in state:
+        slim["learners"] = {pid: _for_workers(s) for pid, s in state["learners"].items()}
+    return slim
+
+
+def for_workers(start: Start | None) -> Start | None:
+    """`Start.for_workers` of ``start``, if any (an attrs converter for worker factories)."""
+    return None if start is None else start.for_workers()
+
 
 def worker_seed(settings: RolloutSettings, start: Start | None) -> int:
     """The seed of a run's workers: ``settings.seed``, or for a resumed run (``start`` with a
@@ -234,22 +259,15 @@ def worker_seed(settings: RolloutSettings, start: Start | None) -> int:
     return int(np.random.SeedSequence([settings.seed, start.reseed]).generate_state(1)[0] >> 1)
 
 
-@attrs.frozen
-class WorkerFactory:
-    """``index -> RolloutWorker``: picklable, so that a Ray actor can build its worker."""
+def torch_workers(settings: RolloutSettings, start: Start | None = None) -> RolloutWorkerFactory:
+    """The factory of rollout workers with torch policies (A3C's, IMPALA's, APPO's): from
+    ``settings.seed``'s initial weights, built in each worker, or from the checkpoint's
+    weights (``start``; reseeded, see `worker_seed`)."""
+    return _workers(settings, start, torch_free=False)
 
-    settings: RolloutSettings
-    start: Start | None = None
 
-    def __call__(self, index: int) -> RolloutWorker:
-        s = self.settings
-        worker = RolloutWorker(registered_id(s.env), num_envs=s.num_envs_per_worker,
-                               fragment_length=s.fragment_length, seed=worker_seed(s, self.start),
-                               worker_index=index,
-                               gamma=s.gamma, lam=s.lam, policy=s.policy, env_kwargs=s.env_kwargs)
-        if self.start is not None:
-            worker.set_weights(self.start.weights(), version=self.start.version())
-        return worker
+#: `torch_workers`'s name when it was a class of its own
+WorkerFactory = torch_workers
 
 
 @attrs.frozen
@@ -296,15 +314,20 @@ def torch_free_workers(settings: RolloutSettings, start: Start | None = None) ->
     the checkpoint's weights (``start``), or the initial weights of ``settings.seed``, built
     once, when first needed (`InitialWeights`: what a torch worker would build from the seed
     itself, bit for bit; on a driver that starts a local Ray, while ``ray.init`` runs)."""
+    return _workers(settings, start, torch_free=True)
+
+
+def _workers(settings: RolloutSettings, start: Start | None, *, torch_free: bool) -> RolloutWorkerFactory:
     s = settings
-    weights: Weights | InitialWeights
+    weights: Weights | InitialWeights | None = None
     if start is not None:
-        weights, version = start.weights(), start.version()
-    else:
+        weights = start.weights()
+    elif torch_free:
         spaces = spaces_of(registered_id(s.env), s.env_kwargs)
-        weights, version = InitialWeights(spaces.observation, spaces.action, s.policy, s.seed), 0
+        weights = InitialWeights(spaces.observation, spaces.action, s.policy, s.seed)
     return RolloutWorkerFactory(s.env, s.num_envs_per_worker, s.fragment_length, worker_seed(s, start),
-                                s.gamma, s.lam, s.policy, weights, s.env_kwargs, version)
+                                s.gamma, s.lam, s.policy, weights, s.env_kwargs,
+                                start.version() if start is not None else 0, torch_policy=not torch_free)
 
 
 def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config: Any,
@@ -314,7 +337,7 @@ def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config
     ``torch_free``, the workers act with numpy weights (`torch_free_workers`; they cannot
     compute gradients)."""
     name = str(getattr(cls, "__name__", "Learner"))
-    factory = torch_free_workers(settings, start) if torch_free else WorkerFactory(settings, start)
+    factory = torch_free_workers(settings, start) if torch_free else torch_workers(settings, start)
     workers = rxrl.indexed_actors(factory, settings.num_workers, name="RolloutWorker")
     learner = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start, learner_kwargs),
                                   1, name=name)
@@ -412,7 +435,9 @@ class Progress(MetricsAccumulator):
 __all__ = [
     "Groups", "LearnerDevice", "LearnerFactory", "Progress", "RolloutSettings", "Start", "Trained",
     "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "episodes_of",
-    "device_of", "float_in", "instance_of", "int_at_least", "join_rounds", "make_groups",
+    "WORKER_KEYS", "device_of", "float_in", "for_workers", "instance_of", "int_at_least", "join_rounds",
+    "make_groups",
     "optional", "registered_id", "rows", "spaces_of", "worker_seed",
-    "set_learning_rate", "set_weights", "torch_free_workers", "train_and_get_weights", "train_on_fragments",
+    "set_learning_rate", "set_weights", "torch_free_workers", "torch_workers", "train_and_get_weights",
+    "train_on_fragments",
 ]

@@ -17,6 +17,7 @@ from rxrl.algos.common import (
     Start,
     device_of,
     env_spaces,
+    for_workers,
     instance_of,
     int_at_least,
     registered_id,
@@ -78,7 +79,7 @@ class MAMLWorkerFactory:
     """``index -> MAMLWorker``, picklable; ``start`` gives the workers a checkpoint's meta-policy."""
 
     config: MAML
-    start: Start | None = None
+    start: Start | None = attrs.field(default=None, converter=for_workers)
 
     def __call__(self, index: int) -> MAMLWorker:
         c = self.config

@@ -98,6 +98,11 @@ def learner_weights(state: Mapping[str, Any]) -> dict[PolicyID, Weights]:
             for pid, s in state["learners"].items()}
 
 
+def starts_for_workers(starts: tuple[Start, ...]) -> tuple[Start, ...]:
+    """`Start.for_workers` of each start (an attrs converter)."""
+    return tuple(start.for_workers() for start in starts)
+
+
 @attrs.frozen
 class MultiAgentWorkerFactory:
     """``index -> MultiAgentRolloutWorker``: picklable, so that a Ray actor can build its worker.
@@ -109,7 +114,7 @@ class MultiAgentWorkerFactory:
 
     settings: MultiAgentSettings
     q_policies: Mapping[PolicyID, QPolicySpec] = attrs.field(factory=dict)
-    starts: tuple[Start, ...] = ()
+    starts: tuple[Start, ...] = attrs.field(default=(), converter=starts_for_workers)
     #: the Q-learning policies' exploration clocks a resumed worker continues from
     q_steps: Mapping[PolicyID, int] = attrs.field(factory=dict)
 
@@ -328,4 +333,4 @@ __all__ = ["LEARNER", "TUNED", "MultiAgentGroups", "MultiAgentPPO", "MultiAgentS
            "MultiAgentWorkerFactory", "MultiPPOLearnerFactory", "MultiTrained", "Progress", "agents_of",
            "GreedyReturns", "MAX_EVAL_STEPS", "check", "env_policies", "env_steps", "evaluate",
            "greedy_returns", "groups", "join_rounds", "learner_weights", "plan",
-           "set_policy_weights", "train_on_rounds"]
+           "set_policy_weights", "starts_for_workers", "train_on_rounds"]

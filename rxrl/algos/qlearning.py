@@ -25,6 +25,7 @@ from rxrl.actors import ActorGroup
 from rxrl.algos.common import (
     RolloutSettings,
     Start,
+    for_workers,
     instance_of,
     int_at_least,
     registered_id,
@@ -194,13 +195,13 @@ def num_shards(config: ReplaySettings) -> int:
 class QWorkerFactory:
     """``index -> QRolloutWorker`` with ``epsilon(index)``; picklable, so a Ray actor builds it.
 
-    From a checkpoint (``start``): reseeded as `WorkerFactory` does, the checkpoint's Q-net
+    From a checkpoint (``start``): reseeded as `torch_workers` does, the checkpoint's Q-net
     weights, and its env step count (the epsilon schedule continues where it was).
     """
 
     settings: QSettings
     epsilon: Callable[[int], float | LinearSchedule]
-    start: Start | None = None
+    start: Start | None = attrs.field(default=None, converter=for_workers)
 
     def __call__(self, index: int) -> QRolloutWorker:
         s, start = self.settings, self.start

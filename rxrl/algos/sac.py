@@ -21,6 +21,7 @@ from rxrl import ops
 from rxrl.algos.common import (
     RolloutSettings,
     Start,
+    for_workers,
     instance_of,
     int_at_least,
     registered_id,
@@ -137,10 +138,10 @@ def check(config: SAC, state: Mapping[str, Any] | None) -> None:
 @attrs.frozen
 class SACWorkerFactory:
     """``index -> SACRolloutWorker``; picklable. From a checkpoint (``start``): reseeded as
-    `WorkerFactory` does, the checkpoint's actor and env step count (no random steps again)."""
+    `torch_workers` does, the checkpoint's actor and env step count (no random steps again)."""
 
     settings: SAC
-    start: Start | None = None
+    start: Start | None = attrs.field(default=None, converter=for_workers)
 
     def __call__(self, index: int) -> SACRolloutWorker:
         s, start = self.settings, self.start

@@ -5,9 +5,8 @@ statistics and scales rewards by the standard deviation of a running discounted 
 (gymnasium's `NormalizeObservation` / `NormalizeReward` wrappers). With several rollout
 workers those statistics must be *one* set, or workers would feed the policy differently
 scaled inputs. rxrl keeps them in the policy itself (a `rxrl.rl.normalizer.Normalizer`
-module: torch buffers,
-so they are in every `state_dict`, checkpoint and `get_weights`), and moves them the way
-weights move:
+module: torch buffers, so they are in every `state_dict`, checkpoint and `get_weights`), and
+moves them the way weights move:
 
 1. a worker normalizes with the statistics it was last sent (its policy's buffers) and
    returns, with each batch, the `RunningMoments` of the *raw* observations and discounted

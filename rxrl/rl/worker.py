@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import gymnasium as gym
@@ -378,15 +378,16 @@ class _Steps:
 
 @attrs.frozen
 class RolloutWorkerFactory:
-    """``index -> RolloutWorker`` acting with numpy ``weights`` (`NumpyActorCritic`): picklable
-    and torch-free, so that a Ray actor process that builds its worker from it never imports
-    torch (~0.9 s of CPU per process at start-up). ``env`` may be ``module:Env-v0``
-    (`registered_id`); ``version`` is the weights' `weights_version`. ``weights`` may be
-    `rxrl.rl.initial.InitialWeights`, built when first needed."""
+    """``index -> RolloutWorker``, picklable, so that a Ray actor can build its worker.
+    ``env`` may be ``module:Env-v0`` (`registered_id`).
 
-    #: `rxrl.cli_train.ray_init_options` leaves torch out of the worker processes' preloaded
-    #: modules when most of a plan's actors are built by such factories
-    TORCH_FREE: ClassVar[bool] = True
+    With ``weights`` (a learner's `get_weights`, a checkpoint's, or
+    `rxrl.rl.initial.InitialWeights`, built when first needed) the worker acts with them
+    through `NumpyActorCritic` and never imports torch (~0.9 s of CPU per Ray worker process
+    at start-up); ``version`` is their `weights_version`. With ``torch_policy`` it has a
+    torch policy instead, loaded with ``weights`` if given (A3C's workers compute gradients);
+    without ``weights`` that policy starts from ``seed``'s initial weights.
+    """
 
     env: str
     num_envs: int
@@ -395,16 +396,28 @@ class RolloutWorkerFactory:
     gamma: float
     lam: float
     policy: PolicyConfig
-    weights: Weights | InitialWeights = attrs.field(eq=False, repr=False)
+    weights: Weights | InitialWeights | None = attrs.field(default=None, eq=False, repr=False)
     env_kwargs: Mapping[str, Any] = attrs.field(factory=dict)
     version: int = 0
+    torch_policy: bool = False
+
+    @property
+    def torch_free(self) -> bool:
+        """Whether the workers it builds never import torch (`rxrl.cli_train.ray_init_options`
+        then leaves torch out of the Ray worker processes' preloaded modules)."""
+        return self.weights is not None and not self.torch_policy
 
     def __call__(self, index: int) -> RolloutWorker:
+        weights = None if self.weights is None else weights_of(self.weights)
         worker = RolloutWorker(registered_id(self.env), num_envs=self.num_envs,
                                fragment_length=self.fragment_length, seed=self.seed, worker_index=index,
                                gamma=self.gamma, lam=self.lam, policy=self.policy,
-                               env_kwargs=self.env_kwargs, weights=weights_of(self.weights))
-        worker.weights_version = self.version
+                               env_kwargs=self.env_kwargs,
+                               weights=None if self.torch_policy else weights)
+        if self.torch_policy and weights is not None:
+            worker.set_weights(weights, version=self.version)
+        else:
+            worker.weights_version = self.version
         return worker
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import torch
 
 import rxrl
 from rxrl.algos import ALGORITHMS, a2c, a3c, get, ppo
@@ -86,3 +89,69 @@ def test_unsupported_spaces_are_refused_by_name(env: str, message: str) -> None:
 def test_continuous_actions_are_supported() -> None:
     spaces = env_spaces(ppo.PPO(env="Pendulum-v1"), "ppo")
     assert spaces.action.shape == (1,)
+
+
+def test_resumed_torch_workers_start_from_the_checkpoint_s_policy_and_carry_nothing_else() -> None:
+    """A resumed IMPALA's worker group travels inside every tagged fragment: its factory holds
+    the checkpoint's policy weights (and their version), not the whole learner state."""
+    import pickle
+
+    import numpy as np
+
+    from rxrl.algos import impala
+    from rxrl.algos.common import Start, torch_workers
+    from rxrl.rl import IMPALALearner
+    from rxrl.rl.policy import ActorCritic
+
+    config = impala.IMPALA()
+    learner = IMPALALearner("CartPole-v1", config.learner, seed=3)
+    for p in learner.policy.parameters():  # one optimizer step: the state holds Adam's moments
+        p.grad = torch.full_like(p, 0.1)
+    learner.optimizer.step()
+    state = {**learner.state_dict(), "version": 7}
+    factory = torch_workers(config, Start(state, reseed=1))
+    worker = factory(0)
+    assert isinstance(worker.policy, ActorCritic) and worker.weights_version == 7
+    weights = learner.get_weights()
+    assert all(np.array_equal(weights[k], v) for k, v in worker.get_weights().items())
+    assert len(pickle.dumps(factory)) < len(pickle.dumps(state)) / 2
+    fresh = torch_workers(config)(0)
+    assert isinstance(fresh.policy, ActorCritic) and fresh.weights_version == 0
+
+
+def test_worker_factories_keep_only_what_workers_read_of_a_checkpoint() -> None:
+    """A checkpoint's optimizer and replay state never reaches a worker factory (which a
+    plan's tagged items carry): the Q-learning, SAC, MAML and multi-agent factories hold
+    `Start.for_workers`, and a worker built from it resumes the same."""
+    from rxrl.algos import dqn, maml, multi_agent, sac
+    from rxrl.algos.common import WORKER_KEYS, Start
+    from rxrl.algos.qlearning import QWorkerFactory
+    from rxrl.algos.sac import SACWorkerFactory
+
+    policy = {"w": torch.ones(2)}
+    state = {"policy": policy, "optimizer": {"state": {}}, "replay": [b"x" * 10_000],
+             "env_steps_sampled": 40, "version": 3,
+             "learners": {"a": {"policy": policy, "optimizer": {"state": {}}}}}
+    start = Start(state, reseed=2)
+    slim = start.for_workers()
+    assert slim.reseed == 2 and set(slim.learner_state) == {*WORKER_KEYS, "learners"}
+    assert set(slim.learner_state["learners"]["a"]) == {"policy"}
+    factories: list[Any] = [QWorkerFactory(dqn.DQN(), lambda i: 0.1, start),
+                            SACWorkerFactory(sac.SAC(), start),
+                            maml.MAMLWorkerFactory(maml.MAML(), start),
+                            multi_agent.MultiAgentWorkerFactory(multi_agent.MultiAgentPPO(), starts=(start,))]
+    for factory in factories:
+        multi = isinstance(factory, multi_agent.MultiAgentWorkerFactory)
+        held = factory.starts[0] if multi else factory.start
+        assert held == slim, type(factory).__name__
+
+    worker = QWorkerFactory(dqn.DQN(), lambda i: 0.1, Start({**_dqn_state(), "replay": [b"x"]}))(0)
+    assert worker.env_steps == 40 // dqn.DQN().num_workers
+
+
+def _dqn_state() -> dict[str, object]:
+    from rxrl.algos import dqn
+    from rxrl.rl import DQNLearner
+
+    config = dqn.DQN()
+    return {**DQNLearner("CartPole-v1", config.learner, seed=0).state_dict(), "env_steps_sampled": 40}

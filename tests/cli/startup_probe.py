@@ -71,7 +71,7 @@ class Probe:
 class TorchFreeProbes:
     """``index -> Probe``, declared torch-free as `rxrl.rl.worker.RolloutWorkerFactory` is."""
 
-    TORCH_FREE = True
+    torch_free = True
 
     def __call__(self, index: int) -> Probe:
         return Probe()

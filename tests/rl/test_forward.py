@@ -133,7 +133,7 @@ def test_initial_weights_do_not_depend_on_the_thread_count() -> None:
         torch.set_num_threads(2)
         two = ppo_weights()
         factory = ppo.groups(ppo.PPO()).workers.make
-        assert isinstance(factory, RolloutWorkerFactory)
+        assert isinstance(factory, RolloutWorkerFactory) and factory.weights is not None
         built = weights_of(factory.weights)  # built now, at 2 threads (they are built when first needed)
         torch.set_num_threads(1)
         one = ppo_weights()

@@ -3,8 +3,8 @@
 Runs what the command runs, in one process, and times each phase: importing rxrl's CLI
 (torch, gymnasium), importing Ray, building the plan, starting the local Ray (``connect``
 with the CLI's `ray_init_options`), placing and constructing the actors (2 rollout workers,
-1 learner: each a process that imports torch), and the first two iterations; then the CPU
-seconds the whole process tree spent until the first record. Run:
+whose processes never import torch, and the learner, on the driver), and the first two
+iterations; then the CPU seconds the whole process tree spent until the first record. Run:
 ``python bench/startup.py [--reps 3] [--without lean,preload,cpus]`` (one fresh process per
 repetition; with ``--without``, the repetitions alternate between all cuts and all cuts but
 the ones named, so that load on a shared machine hits both alike).
@@ -17,7 +17,9 @@ a CPU per actor, so that every actor is constructed at once; ``torchfree`` — P
 workers act without torch (`rxrl.algos.common.torch_free_workers`; without it, each builds a
 torch policy from the seed, and the worker processes preload torch); ``prompt`` — the local
 node's start polls the GCS for its raylet's registration every 20 ms before Ray's own check,
-which sleeps a whole second between asks (`rxrl.backends.ray.connect`).
+which sleeps a whole second between asks (`rxrl.backends.ray.connect`); ``driver`` — PPO's
+learner lives in the driver's process (``learner_placement="driver"``, `ActorGroup.on_driver`),
+not in an actor process that imports torch once its actor is created.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ import sys
 import time
 from typing import Any
 
-CUTS = ("lean", "preload", "cpus", "torchfree", "prompt")
+import attrs
+
+CUTS = ("lean", "preload", "cpus", "torchfree", "prompt", "driver")
 
 
 def phases(without: frozenset[str] = frozenset()) -> dict[str, float]:
@@ -60,7 +64,10 @@ def phases(without: frozenset[str] = frozenset()) -> dict[str, float]:
         ppo: Any = importlib.import_module("rxrl.algos.ppo")
         make_groups = ppo.make_groups
         ppo.make_groups = lambda *args, **kwargs: make_groups(*args, **{**kwargs, "torch_free": False})
-    plan = training_plan(algo, algo.config(), None, CheckpointClock(25_000, 100_000), WORKER_RESTARTS)
+    config = algo.config()
+    if "driver" in without:  # the learner in an actor process of its own
+        config = attrs.evolve(config, learner_placement="actor")
+    plan = training_plan(algo, config, None, CheckpointClock(25_000, 100_000), WORKER_RESTARTS)
     marks.append(("plan", time.perf_counter()))
     options = ray_init_options(plan)
     if "preload" in without:

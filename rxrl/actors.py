@@ -73,6 +73,23 @@ class ActorGroup(Generic[A]):
         """A new group with backend options (e.g. Ray resources ``num_cpus=1``) merged in."""
         return attrs.evolve(self, options={**self.options, **options})
 
+    def on_driver(self) -> ActorGroup[A]:
+        """A new group whose actors a distributed backend hosts in the driver's own process.
+
+        On Ray, each call to such an actor runs on the driver when it is issued, with the values
+        it takes fetched from the object store: no actor process, no import of the actor's
+        modules in one, and its replies never cross a process. Fit for a synchronous learner
+        (PPO's: the workers wait for its weights anyway); an actor that should work while the
+        driver does something else (an asynchronous learner, a replay buffer) belongs in a
+        process of its own. The in-process backends ignore it.
+
+        >>> class Learner:
+        ...     pass
+        >>> actors(Learner, 1).on_driver().options["on_driver"]
+        True
+        """
+        return self.with_options(on_driver=True)
+
     def with_restarts(self, max_restarts: int = 3,
                       on_restart: Callable[[A], object] | None = None) -> ActorGroup[A]:
         """A new group whose actors a distributed backend restarts when they die.

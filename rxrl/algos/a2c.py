@@ -11,6 +11,7 @@ import rxrl
 from rxrl import ops
 from rxrl.algos.common import (
     Groups,
+    LearnerPlacement,
     Progress,
     RolloutSettings,
     Start,
@@ -22,6 +23,7 @@ from rxrl.algos.common import (
     rows,
     set_weights,
     train_on_fragments,
+    valid_placement,
 )
 from rxrl.rl import A2CConfig, Metrics, RolloutWorker
 from rxrl.rl.initial import LazyClass
@@ -53,6 +55,8 @@ class A2C(RolloutSettings):
     fragment_length: int = attrs.field(default=32, validator=int_at_least(1))
     train_batch_size: int = attrs.field(default=256, validator=int_at_least(1))
     learner: A2CConfig = attrs.field(default=LEARNER, validator=instance_of(A2CConfig))
+    #: synchronous: the workers wait for the learner's weights, so it runs on the driver
+    learner_placement: LearnerPlacement = attrs.field(default="driver", validator=valid_placement)
 
 
 def groups(config: A2C, start: Start | None = None) -> Groups[A2CLearner]:

@@ -107,6 +107,17 @@ def _device(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
                          f"{list(get_args(LearnerDevice))}, got {value!r}")
 
 
+#: ``RolloutSettings.learner_placement``
+LearnerPlacement = Literal["actor", "driver"]
+
+
+def valid_placement(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    """attrs validator of a `LearnerPlacement`."""
+    if value not in get_args(LearnerPlacement):
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be one of "
+                         f"{list(get_args(LearnerPlacement))}, got {value!r}")
+
+
 def device_of(settings: RolloutSettings) -> str:
     """The device the learner trains on, decided on the driver (``"auto"`` resolved here, so
     that the learner's actor asks for a GPU exactly when it will use one)."""
@@ -135,6 +146,12 @@ class RolloutSettings:
     with ``seed``. ``learner_threads`` is the learner process's torch thread count;
     ``learner_device`` where it trains: ``"cpu"``, ``"cuda"`` (the learner's Ray actor then
     asks for a GPU) or ``"auto"`` (``"cuda"`` when the driver sees CUDA, else ``"cpu"``).
+    ``learner_placement`` where the learner lives on a distributed backend: ``"actor"``, a
+    process of its own (an asynchronous learner works while the driver routes samples), or
+    ``"driver"``, the driver's own process (`ActorGroup.on_driver`: no process to start and
+    no torch to import in one; its calls run on the driver, which suits a synchronous learner
+    that the workers wait for anyway; its torch thread count is then the driver's, and with
+    CUDA the driver's GPU is the one it uses). PPO and A2C place it on the driver by default.
     """
 
     env: str = attrs.field(default="CartPole-v1", validator=_env_id)
@@ -148,6 +165,7 @@ class RolloutSettings:
     policy: PolicyConfig = attrs.field(factory=PolicyConfig, validator=_policy)
     learner_threads: int = attrs.field(default=1, validator=int_at_least(1))
     learner_device: LearnerDevice = attrs.field(default="cpu", validator=_device)
+    learner_placement: LearnerPlacement = attrs.field(default="actor", validator=valid_placement)
 
     #: whether the plan merges the workers' running statistics on its learner (so that
     #: ``policy.normalize_obs`` / ``policy.scale_rewards`` may be set)
@@ -341,7 +359,9 @@ def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config
     workers = rxrl.indexed_actors(factory, settings.num_workers, name="RolloutWorker")
     learner = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start, learner_kwargs),
                                   1, name=name)
-    if device_of(settings) != "cpu":  # Ray gives an actor a GPU only if it asks for one
+    if settings.learner_placement == "driver":
+        learner = learner.on_driver()
+    elif device_of(settings) != "cpu":  # Ray gives an actor a GPU only if it asks for one
         learner = learner.with_options(num_gpus=1)
     return Groups(workers, learner)
 
@@ -433,11 +453,11 @@ class Progress(MetricsAccumulator):
 
 
 __all__ = [
-    "Groups", "LearnerDevice", "LearnerFactory", "Progress", "RolloutSettings", "Start", "Trained",
-    "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "episodes_of",
+    "Groups", "LearnerDevice", "LearnerFactory", "LearnerPlacement", "Progress", "RolloutSettings",
+    "Start", "Trained", "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "episodes_of",
     "WORKER_KEYS", "device_of", "float_in", "for_workers", "instance_of", "int_at_least", "join_rounds",
     "make_groups",
-    "optional", "registered_id", "rows", "spaces_of", "worker_seed",
+    "optional", "valid_placement", "registered_id", "rows", "spaces_of", "worker_seed",
     "set_learning_rate", "set_weights", "torch_free_workers", "torch_workers", "train_and_get_weights",
     "train_on_fragments",
 ]

@@ -11,6 +11,7 @@ import rxrl
 from rxrl import ops
 from rxrl.algos.common import (
     Groups,
+    LearnerPlacement,
     Progress,
     RolloutSettings,
     Start,
@@ -25,6 +26,7 @@ from rxrl.algos.common import (
     set_learning_rate,
     set_weights,
     train_on_fragments,
+    valid_placement,
 )
 from rxrl.rl import Metrics, PPOConfig, RolloutWorker, SampleBatch
 from rxrl.rl.initial import LazyClass
@@ -62,6 +64,8 @@ class PPO(RolloutSettings):
     train_batch_size: int = attrs.field(default=1024, validator=int_at_least(1))
     learner: PPOConfig = attrs.field(default=LEARNER, validator=instance_of(PPOConfig))
     lr_decay_steps: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
+    #: synchronous: the workers wait for the learner's weights, so it runs on the driver
+    learner_placement: LearnerPlacement = attrs.field(default="driver", validator=valid_placement)
 
     def __attrs_post_init__(self) -> None:
         if self.learner.minibatch_size > self.train_batch_size:

@@ -155,3 +155,19 @@ def _dqn_state() -> dict[str, object]:
 
     config = dqn.DQN()
     return {**DQNLearner("CartPole-v1", config.learner, seed=0).state_dict(), "env_steps_sampled": 40}
+
+
+def test_synchronous_learners_live_on_the_driver_and_asynchronous_ones_in_a_process() -> None:
+    """PPO's and A2C's workers wait for the learner's weights: it runs on the driver (no
+    process of its own to start); A3C's, IMPALA's and APPO's learners work while the driver
+    routes samples, in an actor process."""
+    for name, placement in [("ppo", "driver"), ("a2c", "driver"), ("a3c", "actor"),
+                            ("impala", "actor"), ("appo", "actor")]:
+        assert get(name).config().learner_placement == placement, name
+    assert dict(ppo.groups(ppo.PPO()).learner.options) == {"on_driver": True}
+    assert dict(a2c.groups(a2c.A2C()).learner.options) == {"on_driver": True}
+    assert "on_driver" not in a3c.groups(a3c.A3C()).learner.options
+    assert "on_driver" not in ppo.groups(ppo.PPO(learner_placement="actor")).learner.options
+    refused = r"^PPO.learner_placement must be one of \['actor', 'driver'\], got 'gpu'$"
+    with pytest.raises(ValueError, match=refused):
+        ppo.PPO(learner_placement="gpu")  # type: ignore[arg-type]

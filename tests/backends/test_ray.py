@@ -5,10 +5,12 @@ from __future__ import annotations
 import gc
 import importlib
 import itertools
+import os
 import pickle
 import re
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import ray
 import rxrl
 from rxrl import ops
 from rxrl.backends.ray import RayTimeoutError
-from tests.conformance.harness import Adder, CountingIterable, is_merge
+from tests.conformance.harness import Adder, Counter, CountingIterable, is_merge
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.timeout(120)]
 
@@ -451,3 +453,85 @@ def test_an_actor_s_process_freezes_what_it_holds_once_the_actor_is_built() -> N
     plan = rxrl.from_actors(rxrl.actors(FreezeProbe, 1), FreezeProbe.frozen) | ops.gather() | ops.take(1)
     (count,) = list(rxrl.run(plan, "ray"))
     assert count > 10_000
+
+
+# --------------------------------------------------------------- actors hosted on the driver
+
+
+#: the `Where` instances alive in this process
+LIVE: weakref.WeakSet[Where] = weakref.WeakSet()
+
+
+class Where:
+    """Answers with its process id; ``total`` keeps a running sum of what it is called with."""
+
+    def __init__(self, fail: bool = False) -> None:
+        if fail:
+            raise RuntimeError("no learner today")
+        self.sum = 0
+        LIVE.add(self)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def total(self, xs: list[int]) -> int:
+        self.sum += sum(xs)
+        return self.sum
+
+    def explode(self, x: int) -> int:
+        raise ValueError(f"bad item {x}")
+
+
+def test_a_group_on_the_driver_lives_in_the_driver_s_process_and_the_others_do_not() -> None:
+    here = rxrl.actors(Where, 1).on_driver()
+    there = rxrl.actors(Where, 1)
+    plan = ops.zip(rxrl.from_actors(here, Where.pid) | ops.gather(),
+                   rxrl.from_actors(there, Where.pid) | ops.gather()) | ops.take(3)
+    out = list(rxrl.run(plan, "ray"))
+    assert [h for h, _ in out] == [os.getpid()] * 3
+    assert all(t != os.getpid() for _, t in out)
+    assert gc.get_freeze_count() == 0  # the driver's heap is the user's: never frozen
+
+
+def test_a_call_on_the_driver_takes_the_values_of_actor_shards_and_gives_the_reference_s_output() -> None:
+    counters = rxrl.actors(Counter, 2, start=3)
+    learner = rxrl.actors(Where, 1).on_driver()
+    plan = (rxrl.from_actors(counters, Counter.next) | ops.barrier()
+            | ops.call(learner, Where.total) | ops.broadcast(counters, Counter.bump) | ops.take(6))
+    with rxrl.run(plan, "ray") as run:
+        out, trace = list(run), run.trace
+    assert out == list(rxrl.run(plan, "reference", schedule=trace))
+    assert out == list(rxrl.run(plan))
+
+
+def test_a_driver_actor_s_failures_are_the_reference_s_errors() -> None:
+    broken = rxrl.actors(Where, 1, fail=True).on_driver()
+    with pytest.raises(rxrl.ActorError, match=r"no learner today"):
+        list(rxrl.run(rxrl.from_actors(broken, Where.pid) | ops.gather() | ops.take(1), "ray"))
+    plan = rxrl.from_iterable([1, 2]) | ops.call(rxrl.actors(Where, 1).on_driver(), Where.explode)
+    with pytest.raises(rxrl.OperatorError, match=r"call\(Where×1, Where.explode\)") as caught:
+        list(rxrl.run(plan, "ray"))
+    assert isinstance(caught.value.__cause__, ValueError)
+    assert any("Where[0], hosted on the driver" in note for note in caught.value.__cause__.__notes__)
+
+
+def test_a_group_on_the_driver_refuses_ray_actor_options() -> None:
+    group = rxrl.actors(Where, 1).on_driver().with_options(num_gpus=1)
+    refused = r"hosted on the driver takes no Ray actor options, got \['num_gpus'\]"
+    with pytest.raises(rxrl.PlanError, match=refused):
+        list(rxrl.run(rxrl.from_actors(group, Where.pid) | ops.gather() | ops.take(1), "ray"))
+
+
+def test_a_closed_run_lets_go_of_its_driver_actors() -> None:
+    group = rxrl.actors(Where, 2).on_driver()
+    gc.collect()
+    before = len(LIVE)
+    with rxrl.run(rxrl.from_actors(group, Where.pid) | ops.gather() | ops.take(4), "ray") as run:
+        records = iter(run)
+        pids = [next(records)]
+        during = len(LIVE)  # counted outside assert: pytest's rewriting keeps what it shows
+        pids += records
+        gc.collect()
+        after = len(LIVE)  # while the run object is still held
+    assert pids == [os.getpid()] * 4
+    assert (during - before, after - before) == (2, 0)

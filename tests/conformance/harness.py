@@ -12,6 +12,7 @@ import rxrl
 from rxrl import ops
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 #: every backend module that ships with rxrl; a broken one fails the suite rather than vanishing
 BACKENDS = [
@@ -220,6 +221,12 @@ def _apply(stream: Any, chain: list[rxrl.LocalOp[int, int]]) -> Any:
     return stream
 
 
+def placed(draw: st.DrawFn, group: rxrl.ActorGroup[A]) -> rxrl.ActorGroup[A]:
+    """``group``, or ``group.on_driver()``: hosted in a distributed backend's driver process
+    (the in-process backends ignore it), which must not change what a plan produces."""
+    return group.on_driver() if draw(st.booleans()) else group
+
+
 @st.composite
 def shard_plans(draw: st.DrawFn) -> rxrl.Plan[int]:
     """A sharded source (iterables or stateful actors), a local chain, and a collector."""
@@ -228,7 +235,7 @@ def shard_plans(draw: st.DrawFn) -> rxrl.Plan[int]:
             draw(st.lists(st.lists(ints, max_size=6), min_size=1, max_size=3)))
         group = None
     else:
-        group = rxrl.actors(Counter, draw(st.integers(1, 3)), start=draw(ints))
+        group = placed(draw, rxrl.actors(Counter, draw(st.integers(1, 3)), start=draw(ints)))
         shards = rxrl.from_actors(group, Counter.next) | ops.take(draw(st.integers(0, 5)))
     shards = _apply(shards, draw(local_ops()))
     collector = draw(st.sampled_from(["barrier", "gather", "tagged"]))
@@ -248,7 +255,7 @@ def gated_plans(draw: st.DrawFn) -> rxrl.Plan[int]:
     """A not-ready source: a Gate answers NOT_READY until a feeding flow, run beside it in a
     concurrently (either mode), has given it credit; it yields as many items as it is fed."""
     n = draw(st.integers(0, 5))
-    gate = rxrl.actors(Gate, 1, start=draw(ints))
+    gate = placed(draw, rxrl.actors(Gate, 1, start=draw(ints)))
     gated = rxrl.from_actors(gate, Gate.next) | ops.take(n)
     gated_plan = (gated | ops.gather(draw(st.integers(1, 2))) if draw(st.booleans())
                   else gated | ops.barrier() | ops.map(sum))
@@ -293,6 +300,6 @@ def plans(draw: st.DrawFn, depth: int = 2) -> rxrl.Plan[int]:
             plan = ops.concurrently(*inputs, mode=mode, emit=emit, weights=weights)
     plan = _apply(plan, draw(local_ops()))
     if draw(st.integers(0, 4)) == 0:
-        plan = plan | ops.call(rxrl.actors(Adder, draw(st.integers(1, 2))), Adder.add,
+        plan = plan | ops.call(placed(draw, rxrl.actors(Adder, draw(st.integers(1, 2)))), Adder.add,
                                max_in_flight=draw(st.integers(1, 3)))
     return plan

@@ -4,6 +4,7 @@ imports torch; `ray_init_options` keeps torch out of such workers' processes."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from typing import Any
@@ -109,6 +110,15 @@ def test_ppo_and_a2c_plans_preload_no_torch_and_others_do() -> None:
         assert ray_init_options(algo)["_system_config"]["preload_python_modules"] == list(TORCH_FREE_PRELOAD)
     options = ray_init_options(impala.plan(impala.IMPALA()))
     assert options["_system_config"]["preload_python_modules"] == list(WORKER_PRELOAD)
+
+
+def test_a_learner_on_the_driver_gets_no_worker_process() -> None:
+    """The local Ray starts a worker process per actor (`ray_init_options`); a learner hosted
+    on the driver is not one."""
+    n = (os.cpu_count() or 1) + 1  # more actors than cores: the count decides num_cpus
+    on_driver = ray_init_options(ppo.plan(ppo.PPO(num_workers=n)))
+    in_actor = ray_init_options(ppo.plan(ppo.PPO(num_workers=n, learner_placement="actor")))
+    assert (on_driver["num_cpus"], in_actor["num_cpus"]) == (n, n + 1)
 
 
 @pytest.mark.timeout(300)

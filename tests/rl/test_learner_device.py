@@ -74,10 +74,13 @@ def test_a_state_dict_is_a_cpu_copy_that_later_training_does_not_change(batch: S
 @pytest.mark.parametrize(("device", "gpus"), [("cpu", None), ("cuda", 1), ("auto", 1 if CUDA else None)])
 def test_the_learner_actor_asks_ray_for_a_gpu_exactly_when_it_uses_one(device: str,
                                                                       gpus: int | None) -> None:
-    config = PPO(learner_device=device)  # type: ignore[arg-type]
+    config = PPO(learner_device=device, learner_placement="actor")  # type: ignore[arg-type]
     actors = groups(config)
     assert actors.learner.options.get("num_gpus") == gpus
     assert "num_gpus" not in actors.workers.options
+    # on the driver (PPO's default) it asks Ray for nothing: it uses the driver's device
+    on_driver = groups(PPO(learner_device=device)).learner  # type: ignore[arg-type]
+    assert dict(on_driver.options) == {"on_driver": True}
     assert device_of(config) == ("cuda" if gpus else "cpu")
 
 

@@ -70,7 +70,7 @@ class Failure:
 
 def portable(e: BaseException, where: str) -> BaseException:
     """``e`` with the remote traceback as a note, or a RemoteError if ``e`` does not round-trip."""
-    note = f"(raised in Ray actor {where}; remote traceback follows)\n" + "".join(
+    note = f"(raised in {where}; remote traceback follows)\n" + "".join(
         traceback.format_exception(type(e), e, e.__traceback__))
     try:
         e.add_note(note)
@@ -122,11 +122,12 @@ def _reconstructed() -> bool:
 class Host:
     """Runs inside a Ray actor: the user's actor instance, its chains and its effects."""
 
-    def __init__(self, spec: MemberSpec | None = None) -> None:
+    def __init__(self, spec: MemberSpec | None = None, *, on_driver: bool = False) -> None:
         self.instance: Any = None
         self.broken: Failure | None = None
         self.stale = False
-        self.where = "a from_iterables host" if spec is None else spec.where
+        self.where = ("a Ray host of from_iterables shards" if spec is None else
+                      f"{spec.where}, hosted on the driver" if on_driver else f"Ray actor {spec.where}")
         self.chains: dict[Hashable, Chain] = {}
         self.running: dict[Hashable, Iterator[Any]] = {}
         self.effects: dict[int, g.Broadcast | g.Call] = {}
@@ -143,6 +144,8 @@ class Host:
         except Exception as e:
             self.broken = Failure("actor", portable(e, self.where),
                                   message=creation_message(spec.where, spec.site, e))
+            return
+        if on_driver:  # the driver's heap is the user's: neither frozen nor ever restarted
             return
         # What the process holds now (its imports, torch's ~10^6 objects, the actor) lives as
         # long as the process: out of the collector's sight, so that its first full
@@ -251,6 +254,11 @@ class Host:
                 return Failure("operator", portable(e, self.where), node.label, node.site)
         self.stale = False
         return OK
+
+    def discard(self) -> None:
+        """Let go of the actor and its open chains (a driver-hosted actor whose run ended)."""
+        self.instance = None
+        self.running.clear()
 
     def register(self, key: Hashable, steps: tuple[g.Node, ...], iterator: Iterator[Any]) -> None:
         """Host an iterable shard chain under ``key`` (a ``(run, node, shard)`` tuple)."""

@@ -279,6 +279,33 @@ class Member(Target):
                           f"running {node.describe()}: {reason}; {policy}")
 
 
+class DriverMember(Member):
+    """A plan actor hosted on the driver (a group made with ``on_driver()``): each request
+    runs when it is submitted, in submission order, as the reference interpreter runs it; the
+    values it takes are fetched from the object store first, its replies stay on the driver."""
+
+    def __init__(self, rt: RayRuntime, state: GroupState, index: int, host: Host) -> None:
+        super().__init__(rt, state, index, None)
+        self.host = host
+        self.where = f"{self.where} (on the driver)"
+
+    def pull(self, key: int, both: bool) -> Pending:
+        return Pending(None, None, local=self.host.pull_both(key))
+
+    @staticmethod
+    def _values(item: Encoded) -> tuple[Any, ...]:
+        shape, _, _, values = item
+        # refs, which Ray would resolve for an actor's call
+        return values if shape == "value" else tuple(ray.get(list(values)))
+
+    def apply(self, fn_id: int, item: Encoded, both: bool = False) -> Pending:
+        return Pending(None, None, local=self.host.apply_both(pack(fn_id, *item[:3]), *self._values(item)))
+
+    def effect(self, fn_id: int, item: Encoded) -> Pending:
+        status, _ = self.host.apply_both(pack(fn_id, *item[:3]), *self._values(item))
+        return Pending(None, None, local=(status, None))
+
+
 def _reason(cause: BaseException) -> str:
     # Ray's actor errors: a headline, tab-indented context (ids, pid, ip), then the reason
     lines = [line.strip() for line in str(cause).splitlines()

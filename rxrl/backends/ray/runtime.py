@@ -20,9 +20,10 @@ from rxrl.backends import common
 from rxrl.backends.common import Blocked, Reporter
 from rxrl.backends.engine.stream import Request, Runtime, Shard
 from rxrl.backends.kernels import Clock
-from rxrl.backends.ray.host import Chain, Failure, MemberSpec, dumps
+from rxrl.backends.ray.host import Chain, Failure, Host, MemberSpec, dumps
 from rxrl.backends.ray.members import (
     POOL,
+    DriverMember,
     Encoded,
     GroupState,
     Handle,
@@ -181,12 +182,26 @@ class RayRuntime(Runtime):
     def start(self) -> None:
         """Create the plan's actors (waiting until constructed) and place iterable shards."""
         started: list[tuple[Member, Any]] = []
+        on_driver = [s for s in self.states.values() if s.group.options.get("on_driver")]
         for state in self.states.values():
+            if state in on_driver:
+                continue
             for i in range(state.group.size):
                 handle = self._create(state, i)
                 member = Member(self, state, i, handle)
                 state.members.append(member)
                 started.append((member, handle.ready.remote()))
+        for state in on_driver:  # while Ray constructs the others
+            extra = sorted(set(state.group.options) - {"on_driver"})
+            if extra:
+                raise PlanError(repr(state.group), state.group.site,
+                                f"a group hosted on the driver takes no Ray actor options, got {extra}",
+                                "drop on_driver(), or the options")
+            for i in range(state.group.size):
+                host = Host(self._spec(state, i), on_driver=True)
+                state.members.append(DriverMember(self, state, i, host))
+                if host.broken is not None:
+                    raise_failure(host.broken)
         if self.pool_targets:
             self.pool_hosts = POOL.take(min(self.options.iterable_hosts, len(self.pool_targets)))
             for j, target in enumerate(self.pool_targets):
@@ -211,6 +226,12 @@ class RayRuntime(Runtime):
             if isinstance(status, Failure):
                 raise_failure(status)
 
+    def _spec(self, state: GroupState, index: int,
+              on_restart: Callable[[Any], object] | None = None) -> MemberSpec:
+        group = state.group
+        return MemberSpec(group.make, index, f"{group.name}[{index}]", group.site,
+                          state.chains[index], dict(state.effects), on_restart)
+
     def _create(self, state: GroupState, index: int) -> Handle:
         group = state.group
         options = dict(group.options)
@@ -220,8 +241,7 @@ class RayRuntime(Runtime):
         if taken:
             raise PlanError(repr(group), group.site, f"the Ray backend sets {taken} itself",
                             "remove them from the group's options")
-        spec = MemberSpec(group.make, index, f"{group.name}[{index}]", group.site,
-                          state.chains[index], dict(state.effects), on_restart)
+        spec = self._spec(state, index, on_restart)
         try:
             ordinal = list(self.states).index(group.key)  # two groups may share a name
             actor = HostActor.options(name=f"rxrl:{self.run_id}:{ordinal}:{group.name}[{index}]",
@@ -251,7 +271,12 @@ class RayRuntime(Runtime):
         state = self.states[node.group.key]
         cached = self._encoded.get(nid)
         if cached is None or cached[0] is not item:  # once per item, not per actor
-            cached = self._encoded[nid] = (item, encode(item))
+            encoded = encode(item)
+            if encoded[0] == "value" and sum(type(m) is Member for m in state.members) > 1:
+                # a value on the driver (a driver-hosted learner's weights): into the object
+                # store once, rather than serialized into the call to every actor
+                encoded = "ref", None, None, (ray.put(encoded[3][0][0]),)
+            cached = self._encoded[nid] = (item, encoded)
             # recorded before its effects go out: a restarted actor is brought up to date
             state.latest[nid] = cached[1]
             state.latest.move_to_end(nid)
@@ -359,6 +384,10 @@ class RayRuntime(Runtime):
             closer()
         for handle in self.created:
             kill(handle)
+        for state in self.states.values():  # driver-hosted actors go with the run
+            for member in state.members:
+                if isinstance(member, DriverMember):
+                    member.host.discard()
         if self.created and ray.is_initialized():
             self._await_killed()
         if self.pool_hosts and ray.is_initialized():

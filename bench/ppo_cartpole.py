@@ -22,7 +22,8 @@ learning curve) and ``bench/results/<tag>.png`` (return against wall time and en
 Systems: ``rxrl`` (always), ``handwritten`` (bench/handwritten_ray_ppo.py), ``cleanrl``
 (bench/cleanrl_ppo.py), ``sb3``, ``rllib`` (matched settings), ``rllib-tuned`` (RLlib's own
 tuned CartPole example), ``rllib-1env`` (matched, one env per env runner), ``rxrl-reference`` /
-``rxrl-rx`` (the same plan on the other backends).
+``rxrl-rx`` (the same plan on the other backends), ``rxrl-actor`` (on Ray with PPO's learner
+in an actor process of its own, ``learner_placement="actor"``, rather than on the driver).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ RESULTS = BENCH / "results"
 #: system -> the runner script and its extra arguments
 SYSTEMS: dict[str, tuple[str, list[str]]] = {
     "rxrl": ("rxrl_ppo.py", ["--backend", "ray"]),
+    "rxrl-actor": ("rxrl_ppo.py", ["--backend", "ray", "--learner-placement", "actor"]),
     "rxrl-rx": ("rxrl_ppo.py", ["--backend", "rx"]),
     "rxrl-reference": ("rxrl_ppo.py", ["--backend", "reference"]),
     "handwritten": ("handwritten_ray_ppo.py", []),

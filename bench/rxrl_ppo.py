@@ -7,15 +7,19 @@ reuses it), after importing what the console script imports; `rxrl.run` returns 
 plan's actors are constructed, which is where training time starts. ``setup_s`` counts from
 the process's start, as every system's does.
 
-Run alone: ``python bench/rxrl_ppo.py --budget-steps 50000 --seed 0 [--backend ray|rx|reference]``.
+Run alone: ``python bench/rxrl_ppo.py --budget-steps 50000 --seed 0 [--backend ray|rx|reference]
+[--learner-placement driver|actor]`` (the learner on the driver, PPO's default, or in an actor
+process of its own: `bench/ppo_cartpole.py`'s ``rxrl-actor``).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import get_args
 
 import attrs
 import ppo_settings as s
@@ -24,14 +28,17 @@ import ray
 import rxrl
 import rxrl.cli  # what the console script imports: its start-up, counted
 from rxrl.algos import ppo
+from rxrl.algos.common import LearnerPlacement
 from rxrl.backends.ray.connect import connect
 from rxrl.cli_train import ray_init_options
 from rxrl.rl import Metrics, PolicyConfig, PPOConfig
 
 
-def config(m: s.Matched, seed: int) -> ppo.PPO:
-    """The matched settings as rxrl's `PPO` config."""
+def config(m: s.Matched, seed: int, placement: LearnerPlacement = "driver") -> ppo.PPO:
+    """The matched settings as rxrl's `PPO` config (its learner on the driver, PPO's default,
+    or with ``placement="actor"`` in a process of its own)."""
     return ppo.PPO(
+        learner_placement=placement,
         env=m.env, seed=seed, num_workers=m.num_workers, num_envs_per_worker=m.envs_per_worker,
         fragment_length=m.fragment_length, train_batch_size=m.train_batch, gamma=m.gamma, lam=m.lam,
         policy=PolicyConfig(hidden_sizes=m.hidden, activation="tanh" if m.activation == "tanh" else "relu"),
@@ -42,16 +49,18 @@ def config(m: s.Matched, seed: int) -> ppo.PPO:
 
 
 def run(m: s.Matched, seed: int, budget_steps: int, backend: str = "ray",
-        timeline: Path | None = None) -> s.RunRecord:
+        timeline: Path | None = None, placement: LearnerPlacement = "driver") -> s.RunRecord:
     """Train until `budget_steps` env steps were sampled; return the record of the run.
 
     With `timeline`, Ray's task timeline (Chrome trace JSON) is written there before Ray
     shuts down (bench/ray_breakdown.py reads it).
     """
     name = "rxrl" if backend == "ray" else f"rxrl-{backend}"
+    name += "-actor" if placement == "actor" else ""
     record = s.RunRecord(name, seed, budget_steps, attrs.asdict(m),
                          versions=s.versions(["rxrl", "ray", "torch", "gymnasium", "numpy", "reactivex"]))
-    return run_plan(record, ppo.plan(config(m, seed)), backend, lambda r: not r.running(), timeline=timeline)
+    return run_plan(record, ppo.plan(config(m, seed, placement)), backend, lambda r: not r.running(),
+                    timeline=timeline)
 
 
 def run_plan(record: s.RunRecord, plan: rxrl.Plan[Metrics], backend: str,
@@ -89,8 +98,12 @@ def run_plan(record: s.RunRecord, plan: rxrl.Plan[Metrics], backend: str,
 
 def main(argv: list[str]) -> None:
     """Run once and print the summary line (and write JSON with ``--out``)."""
-    s.runner_main(argv, __doc__ or "", lambda args, m: run(m, args.seed, args.budget_steps, args.backend),
-                  lambda p: p.add_argument("--backend", default="ray", choices=["ray", "rx", "reference"]))
+    def arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--backend", default="ray", choices=["ray", "rx", "reference"])
+        p.add_argument("--learner-placement", default="driver", choices=list(get_args(LearnerPlacement)))
+
+    s.runner_main(argv, __doc__ or "", lambda args, m: run(m, args.seed, args.budget_steps, args.backend,
+                                                           placement=args.learner_placement), arguments)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,9 @@ CASES: dict[str, tuple[list[str], str]] = {
                           "rxrl train: error: bad --set: A3C.gamma must be a number in [0.0, 1.0], got 1.5"),
     "bad setting type": (["train", "ppo", "--set", "num_epochs=many"],
                          "rxrl train: error: bad --set: learner.num_epochs must be int, got 'many'"),
+    "bad learner placement": (["train", "ppo", "--set", "learner_placement=gpu"],
+                              "rxrl train: error: bad --set: learner_placement must be one of "
+                              "['actor', 'driver'], got 'gpu'"),
     "bad --workers": (["train", "ppo", "--workers", "0"],
                       "rxrl train: error: bad option: PPO.num_workers must be an integer >= 1, got 0"),
     "unknown backend": (["train", "ppo", "--backend", "spark"],

@@ -535,3 +535,36 @@ def test_a_closed_run_lets_go_of_its_driver_actors() -> None:
         after = len(LIVE)  # while the run object is still held
     assert pids == [os.getpid()] * 4
     assert (during - before, after - before) == (2, 0)
+
+
+class Blocker:
+    """A threaded actor whose ``wait`` returns only once ``release`` was called."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def wait(self) -> int:
+        self.event.wait(60)
+        return 1
+
+    def release(self) -> None:
+        self.event.set()
+
+
+def test_a_driver_actor_waits_for_its_input_within_timeout_s() -> None:
+    from rxrl.backends.ray.host import Host
+    from rxrl.backends.ray.members import DriverMember, GroupState
+
+    group = rxrl.actors(Where, 1).on_driver()
+    rt: Any = type("Rt", (), {"options": rxrl.backends.ray.Options(timeout_s=0.2)})()
+    member = DriverMember(rt, GroupState(group, [{}]), 0, Host(on_driver=True))
+    remote: Any = ray.remote
+    blocker = remote(max_concurrency=2)(Blocker).remote()
+    pending = blocker.wait.remote()
+    try:
+        with pytest.raises(RayTimeoutError, match=r"^Where\[0\] \(on the driver\): the item it was sent "
+                                                  r"could not be fetched .* within timeout_s=0.2 s$"):
+            member.apply(0, ("ref", None, None, (pending,)))
+    finally:
+        ray.get(blocker.release.remote(), timeout=30)
+    assert ray.get(pending, timeout=30) == 1

@@ -292,11 +292,22 @@ class DriverMember(Member):
     def pull(self, key: int, both: bool) -> Pending:
         return Pending(None, None, local=self.host.pull_both(key))
 
-    @staticmethod
-    def _values(item: Encoded) -> tuple[Any, ...]:
+    def _values(self, item: Encoded) -> tuple[Any, ...]:
+        """The values of ``item``: its refs fetched, as Ray resolves them for an actor's call."""
         shape, _, _, values = item
-        # refs, which Ray would resolve for an actor's call
-        return values if shape == "value" else tuple(ray.get(list(values)))
+        if shape == "value":
+            return values
+        timeout = self.rt.options.timeout_s
+        try:
+            return tuple(ray.get(list(values), timeout=timeout))
+        except GetTimeoutError as e:
+            from rxrl.backends.ray.runtime import RayTimeoutError
+
+            raise RayTimeoutError(f"{self.where}: the item it was sent could not be fetched from "
+                                  f"the object store within timeout_s={timeout} s") from e
+        except RayError as e:
+            raise ActorError(f"{self.where}: the item it was sent could not be fetched from the "
+                             f"object store: {_reason(e)}") from e
 
     def apply(self, fn_id: int, item: Encoded, both: bool = False) -> Pending:
         return Pending(None, None, local=self.host.apply_both(pack(fn_id, *item[:3]), *self._values(item)))

@@ -512,14 +512,21 @@ def test_a_driver_actor_s_failures_are_the_reference_s_errors() -> None:
     with pytest.raises(rxrl.OperatorError, match=r"call\(Where×1, Where.explode\)") as caught:
         list(rxrl.run(plan, "ray"))
     assert isinstance(caught.value.__cause__, ValueError)
-    assert any("Where[0], hosted on the driver" in note for note in caught.value.__cause__.__notes__)
+    assert any("raised in Where[0] (on the driver)" in note for note in caught.value.__cause__.__notes__)
 
 
 def test_a_group_on_the_driver_refuses_ray_actor_options() -> None:
     group = rxrl.actors(Where, 1).on_driver().with_options(num_gpus=1)
+    others = rxrl.actors(Where, 1)
+    plan = ops.zip(rxrl.from_actors(group, Where.pid) | ops.gather(),
+                   rxrl.from_actors(others, Where.pid) | ops.gather()) | ops.take(1)
     refused = r"hosted on the driver takes no Ray actor options, got \['num_gpus'\]"
     with pytest.raises(rxrl.PlanError, match=refused):
-        list(rxrl.run(rxrl.from_actors(group, Where.pid) | ops.gather() | ops.take(1), "ray"))
+        list(rxrl.run(plan, "ray"))
+    # on_driver=False is an actor process, as without it
+    (pids,) = rxrl.run(rxrl.from_actors(group.with_options(on_driver=False, num_gpus=0), Where.pid)
+                       | ops.gather() | ops.take(1), "ray")
+    assert pids != os.getpid()
 
 
 def test_a_closed_run_lets_go_of_its_driver_actors() -> None:

@@ -127,7 +127,7 @@ class Host:
         self.broken: Failure | None = None
         self.stale = False
         self.where = ("a Ray host of from_iterables shards" if spec is None else
-                      f"{spec.where}, hosted on the driver" if on_driver else f"Ray actor {spec.where}")
+                      f"{spec.where} (on the driver)" if on_driver else f"Ray actor {spec.where}")
         self.chains: dict[Hashable, Chain] = {}
         self.running: dict[Hashable, Iterator[Any]] = {}
         self.effects: dict[int, g.Broadcast | g.Call] = {}

@@ -183,6 +183,12 @@ class RayRuntime(Runtime):
         """Create the plan's actors (waiting until constructed) and place iterable shards."""
         started: list[tuple[Member, Any]] = []
         on_driver = [s for s in self.states.values() if s.group.options.get("on_driver")]
+        for state in on_driver:  # before any actor is created
+            extra = sorted(set(state.group.options) - {"on_driver"})
+            if extra:
+                raise PlanError(repr(state.group), state.group.site,
+                                f"a group hosted on the driver takes no Ray actor options, got {extra}",
+                                "drop on_driver(), or the options")
         for state in self.states.values():
             if state in on_driver:
                 continue
@@ -192,11 +198,6 @@ class RayRuntime(Runtime):
                 state.members.append(member)
                 started.append((member, handle.ready.remote()))
         for state in on_driver:  # while Ray constructs the others
-            extra = sorted(set(state.group.options) - {"on_driver"})
-            if extra:
-                raise PlanError(repr(state.group), state.group.site,
-                                f"a group hosted on the driver takes no Ray actor options, got {extra}",
-                                "drop on_driver(), or the options")
             for i in range(state.group.size):
                 host = Host(self._spec(state, i), on_driver=True)
                 state.members.append(DriverMember(self, state, i, host))
@@ -237,6 +238,7 @@ class RayRuntime(Runtime):
         options = dict(group.options)
         options.setdefault("max_restarts", 0)
         on_restart = options.pop("on_restart", None)
+        options.pop("on_driver", None)  # False: in an actor, as without it
         taken = sorted(set(options) & {"name", "max_task_retries", "num_returns"})
         if taken:
             raise PlanError(repr(group), group.site, f"the Ray backend sets {taken} itself",

@@ -398,7 +398,8 @@ def train_on_fragments(learner: TrainsOnBatches, fragments: list[SampleBatch]) -
     """Concatenate ``fragments``, standardize advantages over the batch, and train on it.
 
     Runs on the learner, so that fragments go from the rollout workers to the learner as
-    object refs, never through the driver (on Ray); returns the report, the new weights and
+    object refs, fetched once where the learner is (on Ray; a learner in an actor's process
+    is sent them without the driver reading them); returns the report, the new weights and
     the batch's episodes in one reply.
     """
     batch = _standardize_advantages(SampleBatch.concat(fragments))

@@ -62,7 +62,7 @@ class ActorGroup(Generic[A]):
         return self.size
 
     def __repr__(self) -> str:
-        return f"{self.name}×{self.size}"
+        return f"{self.name}×{self.size}" + (" on the driver" if self.options.get("on_driver") else "")
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._wire:
@@ -81,7 +81,8 @@ class ActorGroup(Generic[A]):
         modules in one, and its replies never cross a process. Fit for a synchronous learner
         (PPO's: the workers wait for its weights anyway); an actor that should work while the
         driver does something else (an asynchronous learner, a replay buffer) belongs in a
-        process of its own. The in-process backends ignore it.
+        process of its own. The in-process backends ignore it. A plan's text names such a
+        group ``Learner×1 on the driver``.
 
         >>> class Learner:
         ...     pass

@@ -15,7 +15,7 @@ def test_ppo_cartpole_example_prints_the_plan_and_learns(capsys: pytest.CaptureF
     main = runpy.run_path(str(ROOT / "examples" / "ppo_cartpole.py"))["main"]
     final = main("reference", steps=20_000)
     out = capsys.readouterr().out
-    assert "| call(PPOLearner×1, train_on_fragments)" in out
+    assert "| call(PPOLearner×1 on the driver, train_on_fragments)" in out
     assert "env steps   return" in out
     assert final >= 60  # a random policy averages ~22 on CartPole
 

@@ -14,7 +14,7 @@ from rxrl.algos.common import env_spaces
 PPO_SHAPE = """\
 from_actors(RolloutWorker×2, RolloutWorker.sample)  [×2 shards]
 | barrier()
-| call(PPOLearner×1, train_on_fragments)
+| call(PPOLearner×1 on the driver, train_on_fragments)
 | broadcast(RolloutWorker×2, set_weights)
 | map(Progress.observe_trained)"""
 
@@ -168,6 +168,8 @@ def test_synchronous_learners_live_on_the_driver_and_asynchronous_ones_in_a_proc
     assert dict(a2c.groups(a2c.A2C()).learner.options) == {"on_driver": True}
     assert "on_driver" not in a3c.groups(a3c.A3C()).learner.options
     assert "on_driver" not in ppo.groups(ppo.PPO(learner_placement="actor")).learner.options
+    # `rxrl show` says where it lives
+    assert "call(PPOLearner×1, train" in rxrl.show(ppo.plan(ppo.PPO(learner_placement="actor")))
     refused = r"^PPO.learner_placement must be one of \['actor', 'driver'\], got 'gpu'$"
     with pytest.raises(ValueError, match=refused):
         ppo.PPO(learner_placement="gpu")  # type: ignore[arg-type]

@@ -509,7 +509,7 @@ def test_a_driver_actor_s_failures_are_the_reference_s_errors() -> None:
     with pytest.raises(rxrl.ActorError, match=r"no learner today"):
         list(rxrl.run(rxrl.from_actors(broken, Where.pid) | ops.gather() | ops.take(1), "ray"))
     plan = rxrl.from_iterable([1, 2]) | ops.call(rxrl.actors(Where, 1).on_driver(), Where.explode)
-    with pytest.raises(rxrl.OperatorError, match=r"call\(Where×1, Where.explode\)") as caught:
+    with pytest.raises(rxrl.OperatorError, match=r"call\(Where×1 on the driver, Where.explode\)") as caught:
         list(rxrl.run(plan, "ray"))
     assert isinstance(caught.value.__cause__, ValueError)
     assert any("raised in Where[0] (on the driver)" in note for note in caught.value.__cause__.__notes__)

@@ -117,7 +117,7 @@ def test_show_prints_the_plan() -> None:
 
 
 @pytest.mark.parametrize(("fmt", "expected"), [
-    ("text", "| call(PPOLearner×1, train_on_fragments)\n"),
+    ("text", "| call(PPOLearner×1 on the driver, train_on_fragments)\n"),
     ("dot", "digraph plan {"),
     ("mermaid", "flowchart TD"),
 ])

@@ -5,7 +5,9 @@ and splits the mean iteration into what ran on the critical path — sampling on
 worker (itself split into env step / policy forward / the rest by an in-process profile of
 `RolloutWorker.sample`), SGD on the learner, loading weights on the slowest worker — plus
 Ray's (de)serialization of task arguments and results, and the remainder: coordination
-(driver work, scheduling, messages, waiting).
+(driver work, scheduling, messages, waiting). rxrl's learner runs in an actor here
+(``learner_placement="actor"``), as the hand-written loop's does, not on the driver (PPO's
+default), where Ray's timeline would not see its SGD.
 
     python bench/ray_breakdown.py --budget-steps 30000 --repeats 3
 """
@@ -175,7 +177,8 @@ def main(argv: list[str]) -> None:
             for system in (["rxrl", "handwritten"] if k % 2 == 0 else ["handwritten", "rxrl"]):
                 path = Path(tmp) / f"{system}-{k}.json"
                 if system == "rxrl":
-                    record = rxrl_ppo.run(m, k, args.budget_steps, timeline=path)
+                    # its learner in an actor, as the hand-written loop's: the timeline shows its SGD
+                    record = rxrl_ppo.run(m, k, args.budget_steps, timeline=path, placement="actor")
                 else:
                     record = handwritten_ray_ppo.run(m, k, args.budget_steps, timeline=path)
                 b = breakdown(system, record, json.loads(path.read_text()))

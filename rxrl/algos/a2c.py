@@ -31,8 +31,9 @@ from rxrl.rl.initial import LazyClass
 if TYPE_CHECKING:
     from rxrl.rl.learner import A2CLearner
 
-#: the learner, imported by the learner's process only (a driver that builds this plan does
-#: without torch: docs/design-notes.md, "The start-up's critical path")
+#: the learner, imported where the learner is built (on the driver, PPO's and A2C's default,
+#: once the run starts; a driver that only builds this plan does without torch:
+#: docs/design-notes.md, "The start-up's critical path")
 LEARNER_CLASS: LazyClass[A2CLearner] = LazyClass("rxrl.rl.learner", "A2CLearner")
 
 #: The learner settings `A2C` starts from (see docs/algorithms.md for how they were chosen).

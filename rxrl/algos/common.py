@@ -143,15 +143,15 @@ class RolloutSettings:
     ``num_workers`` rollout workers each step ``num_envs_per_worker`` copies of ``env`` and
     return fragments of ``fragment_length`` steps per copy, with GAE(``gamma``, ``lam``)
     advantages. Worker ``i`` is seeded with ``(seed, i)``; the learner's initial weights
-    with ``seed``. ``learner_threads`` is the learner process's torch thread count;
+    with ``seed``. ``learner_threads`` is the learner's torch thread count (process-wide);
     ``learner_device`` where it trains: ``"cpu"``, ``"cuda"`` (the learner's Ray actor then
     asks for a GPU) or ``"auto"`` (``"cuda"`` when the driver sees CUDA, else ``"cpu"``).
     ``learner_placement`` where the learner lives on a distributed backend: ``"actor"``, a
     process of its own (an asynchronous learner works while the driver routes samples), or
     ``"driver"``, the driver's own process (`ActorGroup.on_driver`: no process to start and
     no torch to import in one; its calls run on the driver, which suits a synchronous learner
-    that the workers wait for anyway; its torch thread count is then the driver's, and with
-    CUDA the driver's GPU is the one it uses). PPO and A2C place it on the driver by default.
+    that the workers wait for anyway; building it then sets the driver's torch thread count
+    to ``learner_threads``, and with CUDA the driver's GPU is the one it uses). PPO and A2C place it on the driver by default.
     """
 
     env: str = attrs.field(default="CartPole-v1", validator=_env_id)
@@ -300,7 +300,7 @@ class LearnerFactory(Generic[L]):
     kwargs: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
 
     def __call__(self, index: int) -> L:
-        import torch  # in the learner's process
+        import torch  # where the learner is built
 
         s = self.settings
         torch.set_num_threads(s.learner_threads)

@@ -34,8 +34,9 @@ from rxrl.rl.initial import LazyClass
 if TYPE_CHECKING:
     from rxrl.rl.learner import PPOLearner
 
-#: the learner, imported by the learner's process only (a driver that builds this plan does
-#: without torch: docs/design-notes.md, "The start-up's critical path")
+#: the learner, imported where the learner is built (on the driver, PPO's and A2C's default,
+#: once the run starts; a driver that only builds this plan does without torch:
+#: docs/design-notes.md, "The start-up's critical path")
 LEARNER_CLASS: LazyClass[PPOLearner] = LazyClass("rxrl.rl.learner", "PPOLearner")
 
 #: The learner settings `PPO` starts from: CleanRL's PPO with a larger step size, 10 epochs,

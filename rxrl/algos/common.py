@@ -151,7 +151,8 @@ class RolloutSettings:
     ``"driver"``, the driver's own process (`ActorGroup.on_driver`: no process to start and
     no torch to import in one; its calls run on the driver, which suits a synchronous learner
     that the workers wait for anyway; building it then sets the driver's torch thread count
-    to ``learner_threads``, and with CUDA the driver's GPU is the one it uses). PPO and A2C place it on the driver by default.
+    to ``learner_threads``, and with CUDA the driver's GPU is the one it uses). PPO and A2C
+    place it on the driver by default.
     """
 
     env: str = attrs.field(default="CartPole-v1", validator=_env_id)

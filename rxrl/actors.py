@@ -62,7 +62,7 @@ class ActorGroup(Generic[A]):
         return self.size
 
     def __repr__(self) -> str:
-        return f"{self.name}×{self.size}" + (" on the driver" if self.options.get("on_driver") else "")
+        return f"{self.name}×{self.size}" + (" on the driver" if self.driver_hosted else "")
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._wire:
@@ -86,10 +86,15 @@ class ActorGroup(Generic[A]):
 
         >>> class Learner:
         ...     pass
-        >>> actors(Learner, 1).on_driver().options["on_driver"]
+        >>> actors(Learner, 1).on_driver().driver_hosted
         True
         """
         return self.with_options(on_driver=True)
+
+    @property
+    def driver_hosted(self) -> bool:
+        """Whether the group was made with `on_driver` (its ``on_driver`` option)."""
+        return bool(self.options.get("on_driver"))
 
     def with_restarts(self, max_restarts: int = 3,
                       on_restart: Callable[[A], object] | None = None) -> ActorGroup[A]:

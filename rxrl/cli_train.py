@@ -231,7 +231,7 @@ def ray_init_options(plan: rxrl.Plan[Any]) -> dict[str, Any]:
     The actors also run at the driver's priority (`WORKER_NICENESS`), not at Ray's default of
     nice 15.
     """
-    groups = [g for g in compile_plan(plan.node).groups if not g.options.get("on_driver")]
+    groups = [g for g in compile_plan(plan.node).groups if not g.driver_hosted]
     actors = sum(group.size for group in groups)
     torch_free = sum(group.size for group in groups if getattr(group.make, "torch_free", False))
     cpus = max(os.cpu_count() or 1, actors)

@@ -29,7 +29,8 @@ def defer(work: Callable[[], object]) -> None:
     """Register ``work`` to be done by the next `run_deferred` (if any runs)."""
     ref: Callable[[], Callable[[], object] | None] = (
         weakref.WeakMethod(work) if inspect.ismethod(work) else (lambda: work))
-    with _lock:
+    with _lock:  # dropping what died meanwhile: a process that builds plans and never starts Ray
+        _pending[:] = [r for r in _pending if r() is not None]
         _pending.append(ref)
 
 

@@ -65,6 +65,16 @@ def test_deferred_work_does_not_keep_an_object_alive() -> None:
     warmup.run_deferred()  # and the dead entry is skipped
 
 
+def test_work_that_died_unrun_is_not_kept_either() -> None:
+    """A process that builds plans and never starts Ray does not pile up dead entries."""
+    warmup.run_deferred()  # what other tests left
+    for _ in range(50):
+        InitialWeights(BOX, TWO, PolicyConfig(), seed=0)  # dropped at once
+    gc.collect()
+    InitialWeights(BOX, TWO, PolicyConfig(), seed=0)
+    assert len(warmup._pending) <= 2
+
+
 def test_deferred_work_that_fails_leaves_the_error_to_the_real_use() -> None:
     lazy = InitialWeights(gym.spaces.Tuple((BOX, BOX)), TWO, PolicyConfig(), seed=0)
     warmup.run_deferred()  # does not raise

@@ -182,7 +182,7 @@ class RayRuntime(Runtime):
     def start(self) -> None:
         """Create the plan's actors (waiting until constructed) and place iterable shards."""
         started: list[tuple[Member, Any]] = []
-        on_driver = [s for s in self.states.values() if s.group.options.get("on_driver")]
+        on_driver = [s for s in self.states.values() if s.group.driver_hosted]
         for state in on_driver:  # before any actor is created
             extra = sorted(set(state.group.options) - {"on_driver"})
             if extra:
@@ -273,12 +273,7 @@ class RayRuntime(Runtime):
         state = self.states[node.group.key]
         cached = self._encoded.get(nid)
         if cached is None or cached[0] is not item:  # once per item, not per actor
-            encoded = encode(item)
-            if encoded[0] == "value" and sum(type(m) is Member for m in state.members) > 1:
-                # a value on the driver (a driver-hosted learner's weights): into the object
-                # store once, rather than serialized into the call to every actor
-                encoded = "ref", None, None, (ray.put(encoded[3][0][0]),)
-            cached = self._encoded[nid] = (item, encoded)
+            cached = self._encoded[nid] = (item, encode(item))
             # recorded before its effects go out: a restarted actor is brought up to date
             state.latest[nid] = cached[1]
             state.latest.move_to_end(nid)

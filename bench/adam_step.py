@@ -1,4 +1,4 @@
-"""rxrl's learners' Adam (`rxrl.rl.adam.Adam`) against ``torch.optim.Adam``, side by side.
+"""rxrl's learners' Adam (`rxrl.rl.learners.adam.Adam`) against ``torch.optim.Adam``, side by side.
 
 Times one optimizer step over PPO CartPole's default policy (two 64x64 tanh MLPs) with fixed
 gradients, in rounds that alternate the two optimizers, and prints each one's median time per
@@ -19,13 +19,13 @@ import time
 import gymnasium as gym
 import torch
 
-from rxrl.rl.adam import Adam
-from rxrl.rl.policy import make_policy
+from rxrl.rl.learners.adam import Adam
+from rxrl.rl.models.policy import make_policy
 
 FIRST_CALL = """
 import time, torch
-from rxrl.rl.adam import Adam
-from rxrl.rl.policy import make_policy
+from rxrl.rl.learners.adam import Adam
+from rxrl.rl.models.policy import make_policy
 import gymnasium as gym
 policy = make_policy(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), None, 0)
 for p in policy.parameters():

@@ -1,6 +1,6 @@
 """rxrl's Ape-X plan against Ape-X hand-written on raw Ray: the same settings, alternating.
 
-Each round runs ``rxrl_dqn.py --apex`` (the plan of `rxrl.algos.apex` on the Ray backend) and
+Each round runs ``rxrl_dqn.py --apex`` (the plan of `rxrl.algos.qlearning.apex` on the Ray backend) and
 ``handwritten_ray_apex.py`` once each, in a subprocess of their own with a fresh Ray, in
 alternating order (A/B, B/A, ...) and with the round's seed, for ``--budget-steps`` env steps.
 Per run: env steps sampled per second and transitions trained per second of training wall time

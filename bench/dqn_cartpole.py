@@ -11,7 +11,7 @@ process tree, and the ratios rxrl / peer. Writes ``bench/results/<tag>.json`` an
 
     python bench/dqn_cartpole.py --seeds 0,1,2 --peers sb3,cleanrl,rxrl-reference[,rllib]
 
-Systems: ``rxrl`` (always; `rxrl.algos.dqn` on Ray), ``rxrl-reference`` (the same plan on the
+Systems: ``rxrl`` (always; `rxrl.algos.qlearning.dqn` on Ray), ``rxrl-reference`` (the same plan on the
 reference backend, one process), ``sb3`` (bench/peer_sb3_dqn.py), ``cleanrl``
 (bench/peer_cleanrl_dqn.py), ``rllib`` (bench/peer_rllib_dqn.py; needs RLlib's dependencies).
 """

@@ -1,7 +1,7 @@
 """The DQN CartPole-v1 settings every benchmarked system is given, and the runners' command line.
 
 One `Matched` value is translated into each system's vocabulary by its runner
-(`rxrl.algos.dqn.DQN` / `apex.ApeX`, SB3's `DQN(...)`, RLlib's `DQNConfig`, the CleanRL-style
+(`rxrl.algos.qlearning.dqn.DQN` / `apex.ApeX`, SB3's `DQN(...)`, RLlib's `DQNConfig`, the CleanRL-style
 loop's `Args`); where a system words a setting differently the runner says how it maps. Runs
 write `ppo_settings.RunRecord`s (the record is not PPO-specific), which `dqn_cartpole.py`
 reads back.
@@ -23,7 +23,7 @@ TARGET_RETURN = s.TARGET_RETURN
 
 @attrs.frozen
 class Matched:
-    """DQN hyper-parameters shared by every system: rxrl's DQN defaults (`rxrl.algos.dqn.DQN()`).
+    """DQN hyper-parameters shared by every system: rxrl's DQN defaults (`rxrl.algos.qlearning.dqn.DQN()`).
 
     2 workers x 1 env, 16 steps per sample; Adam lr 1e-3; 3-step returns; double DQN; Huber
     loss; gradients clipped at global norm 10; the target net copied every

@@ -1,6 +1,6 @@
 """Ape-X written by hand on Ray: the low-level baseline rxrl's Ape-X plan must match.
 
-The same math and settings as `rxrl.algos.apex` (it wraps `QRolloutWorker`, `ReplayShard` and
+The same math and settings as `rxrl.algos.qlearning.apex` (it wraps `QRolloutWorker`, `ReplayShard` and
 `DQNLearner` and reads the same `ApeX` config), the same dataflow, written the way a Ray user
 would write it without rxrl: each worker keeps ``max_in_flight`` samples under way
 (``ray.wait`` takes them in completion order); a sample goes to the shards in turn as an
@@ -30,8 +30,8 @@ import ppo_settings as s
 import ray
 import rxrl_dqn
 
-from rxrl.algos.apex import ApeX
-from rxrl.algos.qsteps import Stored, merged
+from rxrl.algos.qlearning.apex import ApeX
+from rxrl.algos.qlearning.steps import Stored, merged
 from rxrl.ready import NotReady
 from rxrl.rl import DQNLearner, QRolloutWorker, ReplayShard, TrainMetrics, TransitionBatch, Weights
 

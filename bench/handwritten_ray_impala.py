@@ -26,8 +26,8 @@ import ppo_settings as s
 import ray
 
 from rxrl.rl import IMPALAConfig, IMPALALearner, PolicyConfig, RolloutWorker
-from rxrl.rl.fragment import Fragment
-from rxrl.rl.impala import VersionedWeights, VTraceMetrics
+from rxrl.rl.data.fragment import Fragment
+from rxrl.rl.learners.vtrace import VersionedWeights, VTraceMetrics
 
 #: what the learner answers each fragment with: (episodes' returns, env steps, report or None,
 #: weights for the sender or None)

@@ -1,6 +1,6 @@
 """The IMPALA/APPO CartPole-v1 settings every benchmarked system is given (issue 12).
 
-One `MatchedIMPALA` is rxrl's IMPALA defaults (`rxrl.algos.impala`); each runner translates it
+One `MatchedIMPALA` is rxrl's IMPALA defaults (`rxrl.algos.vtrace.impala`); each runner translates it
 into its system's vocabulary and writes one `ppo_settings.RunRecord` (JSON) per run, plus the
 staleness of every update where the system reports it.
 """

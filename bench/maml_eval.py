@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from rxrl.algos.maml import MAML, task_env
-from rxrl.cli_run import load_checkpoint
-from rxrl.rl.maml import adaptation_returns
+from rxrl.algos.meta.maml import MAML, task_env
+from rxrl.rl.learners.maml import adaptation_returns
+from rxrl.training.checkpoint import load_checkpoint
 
 
 def interval(x: npt.NDArray[np.float64], seed: int = 0) -> tuple[float, float, float]:

@@ -29,7 +29,7 @@ TARGET_RETURN = 475.0
 
 @attrs.frozen
 class Matched:
-    """PPO hyper-parameters shared by every system: rxrl's PPO defaults (`rxrl.algos.ppo`).
+    """PPO hyper-parameters shared by every system: rxrl's PPO defaults (`rxrl.algos.on_policy.ppo`).
 
     That is CleanRL's PPO with lr 2e-3, 10 epochs and no entropy bonus; with lr 1e-3 and 4
     epochs no system reached 475 within 120k steps in trials here, with these ~60k.

@@ -1,4 +1,4 @@
-"""rxrl's DQN plan (`rxrl.algos.dqn`), or its Ape-X plan (``--apex``), with the matched settings.
+"""rxrl's DQN plan (`rxrl.algos.qlearning.dqn`), or its Ape-X plan (``--apex``), with the matched settings.
 
 The plan is exactly the algorithm's ``plan``; only its config comes from `Matched`. The run is
 `rxrl_ppo.run_plan`'s: on Ray, Ray is started as ``rxrl train`` starts it, before `rxrl.run`
@@ -17,7 +17,7 @@ import dqn_settings as d
 import ppo_settings as s
 from rxrl_ppo import run_plan
 
-from rxrl.algos import apex, dqn
+from rxrl.algos.qlearning import apex, dqn
 from rxrl.rl import DQNConfig, QNetConfig, ReplayConfig
 
 

@@ -1,6 +1,6 @@
 """rxrl's IMPALA (or APPO) plan with the matched settings, on the Ray backend.
 
-The plan is exactly `rxrl.algos.impala.plan` (`appo.plan` with ``--algo appo``); only its config
+The plan is exactly `rxrl.algos.vtrace.impala.plan` (`appo.plan` with ``--algo appo``); only its config
 comes from `MatchedIMPALA`. The run is `rxrl_ppo.run_plan`'s: Ray is started as ``rxrl
 train`` starts it, before `rxrl.run`; training time starts once `rxrl.run` returns (the
 actors are constructed), so start-up, which differs from the hand-written loop's, is not in
@@ -20,9 +20,9 @@ import impala_settings as i
 import ppo_settings as s
 from rxrl_ppo import run_plan
 
-from rxrl.algos import appo, impala
+from rxrl.algos.vtrace import appo, impala
 from rxrl.rl import APPOConfig, IMPALAConfig, Metrics, PolicyConfig
-from rxrl.rl.impala import VTraceMetrics
+from rxrl.rl.learners.vtrace import VTraceMetrics
 
 
 def config(m: i.MatchedIMPALA, seed: int, algo: str) -> impala.IMPALA | appo.APPO:

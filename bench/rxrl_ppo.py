@@ -1,7 +1,7 @@
-"""rxrl's PPO plan (`rxrl.algos.ppo`) with the matched settings, on the Ray backend (or another).
+"""rxrl's PPO plan (`rxrl.algos.on_policy.ppo`) with the matched settings, on the Ray backend (or another).
 
-The plan is exactly `rxrl.algos.ppo.plan`; only its config comes from `Matched`. Ray is
-started here as ``rxrl train`` starts it (`rxrl.cli_train.ray_init_options`: a lean local
+The plan is exactly `rxrl.algos.on_policy.ppo.plan`; only its config comes from `Matched`. Ray is
+started here as ``rxrl train`` starts it (`rxrl.training.setup.ray_init_options`: a lean local
 Ray with a preloaded worker per actor; issue 14, item 10), before `rxrl.run` (which then
 reuses it), after importing what the console script imports; `rxrl.run` returns once the
 plan's actors are constructed, which is where training time starts. ``setup_s`` counts from
@@ -27,11 +27,11 @@ import ray
 
 import rxrl
 import rxrl.cli  # what the console script imports: its start-up, counted
-from rxrl.algos import ppo
 from rxrl.algos.common import LearnerPlacement
+from rxrl.algos.on_policy import ppo
 from rxrl.backends.ray.connect import connect
-from rxrl.cli_train import ray_init_options
 from rxrl.rl import Metrics, PolicyConfig, PPOConfig
+from rxrl.training.setup import ray_init_options
 
 
 def config(m: s.Matched, seed: int, placement: LearnerPlacement = "driver") -> ppo.PPO:

@@ -45,8 +45,8 @@ def phases(without: frozenset[str] = frozenset()) -> dict[str, float]:
     import rxrl
     import rxrl.cli  # what the console script imports
     from rxrl.algos import get
-    from rxrl.cli_run import CheckpointClock, training_plan
-    from rxrl.cli_train import WORKER_RESTARTS, ray_init_options
+    from rxrl.training.checkpoint import CheckpointClock, training_plan
+    from rxrl.training.setup import WORKER_RESTARTS, ray_init_options
 
     marks.append(("import rxrl.cli", time.perf_counter()))
     import importlib
@@ -61,7 +61,7 @@ def phases(without: frozenset[str] = frozenset()) -> dict[str, float]:
     marks.append(("import ray", time.perf_counter()))
     algo = get("ppo")
     if "torchfree" in without:  # PPO's rollout workers as before: torch policies from the seed
-        ppo: Any = importlib.import_module("rxrl.algos.ppo")
+        ppo: Any = importlib.import_module("rxrl.algos.on_policy.ppo")
         make_groups = ppo.make_groups
         ppo.make_groups = lambda *args, **kwargs: make_groups(*args, **{**kwargs, "torch_free": False})
     config = algo.config()

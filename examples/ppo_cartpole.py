@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 import rxrl
-from rxrl.algos.ppo import PPO, plan
+from rxrl.algos.on_policy.ppo import PPO, plan
 
 
 def main(backend: str = "reference", steps: int = 100_000, target: float = 475.0) -> float:

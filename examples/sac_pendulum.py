@@ -13,11 +13,11 @@ import torch
 
 import rxrl
 from rxrl import ops
-from rxrl.algos import sac
 from rxrl.algos.configs import with_settings
-from rxrl.cli_tools import episode_returns
+from rxrl.algos.qlearning import sac
+from rxrl.cli.tools import episode_returns
 from rxrl.rl import Metrics, Weights
-from rxrl.rl.sac import SACLearner
+from rxrl.rl.learners.sac import SACLearner
 
 
 def actor_weights(learner: SACLearner, record: Metrics) -> tuple[Metrics, Weights]:

@@ -17,13 +17,13 @@ import sys
 
 import rxrl
 from rxrl import ops
-from rxrl.algos.multi_agent import MultiTrained, Progress, set_policy_weights
-from rxrl.algos.two_trainer import IntensityClock, select, store, train_dqn, train_ppo
+from rxrl.algos.multi_agent.ma_ppo import MultiTrained, Progress, set_policy_weights
+from rxrl.algos.multi_agent.two_trainer import IntensityClock, select, store, train_dqn, train_ppo
 from rxrl.rl import DQNConfig, PPOConfig, ReplayConfig
-from rxrl.rl.ma_learner import MultiDQNLearner, MultiPPOLearner, MultiReplay
-from rxrl.rl.ma_metrics import MultiAgentMetrics
-from rxrl.rl.ma_worker import MultiAgentRolloutWorker, QPolicySpec
-from rxrl.rl.multiagent import policy_mapping_fn, policy_spaces
+from rxrl.rl.data.ma_metrics import MultiAgentMetrics
+from rxrl.rl.data.multiagent import policy_mapping_fn, policy_spaces
+from rxrl.rl.learners.multi_agent import MultiDQNLearner, MultiPPOLearner, MultiReplay
+from rxrl.rl.workers.multi_agent import MultiAgentRolloutWorker, QPolicySpec
 
 ENV, PPO_AGENT, DQN_AGENT = "MultiCartPole-v0", "cartpole_0", "cartpole_1"
 

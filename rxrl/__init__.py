@@ -9,7 +9,9 @@ Build a plan with sources and ``|``; run it with ``rxrl.run(plan, backend=...)``
         print(batch)
 """
 
-from rxrl import ops
+from typing import TYPE_CHECKING, Any
+
+from rxrl import _aliases, ops
 from rxrl.actors import ActorGroup, Tagged, actors, indexed_actors
 from rxrl.errors import (
     ActorError,
@@ -29,12 +31,31 @@ from rxrl.schedule import Schedule, Trace
 from rxrl.show import show
 from rxrl.sources import from_actors, from_iterable, from_iterables
 
+if TYPE_CHECKING:
+    from rxrl.training import Callback, Trainer, TrainResult, train
+
 __version__ = "0.1.0"
 
+_aliases.install()  # old module paths (`rxrl._aliases.MOVED`) keep importing
+
 __all__ = [
-    "NOT_READY", "ActorError", "ActorGroup", "Backend", "Collect", "DeadlockError", "Event",
+    "NOT_READY", "ActorError", "ActorGroup", "Backend", "Callback", "Collect", "DeadlockError", "Event",
     "LocalOp", "NotReady", "Op", "OperatorError", "Plan", "PlanError", "Run", "RxrlError",
-    "Schedule", "ScheduleError", "Shards", "Tagged", "Trace", "WaitTimeoutError", "actors",
+    "Schedule", "ScheduleError", "Shards", "Tagged", "Trace", "TrainResult", "Trainer",
+    "WaitTimeoutError", "actors",
     "from_actors", "from_iterable", "from_iterables", "from_observable", "indexed_actors",
-    "log_events", "ops", "register_backend", "run", "show", "to_observable",
+    "log_events", "ops", "register_backend", "run", "show", "to_observable", "train",
 ]
+
+#: the training library's names, loaded on first use (PEP 562): ``import rxrl`` stays light
+_TRAINING = frozenset({"Callback", "TrainResult", "Trainer", "train"})
+
+
+def __getattr__(name: str) -> Any:
+    """``rxrl.train``, ``rxrl.Trainer``, ``rxrl.TrainResult``, ``rxrl.Callback``: from
+    `rxrl.training`, imported when first named."""
+    if name in _TRAINING:
+        import rxrl.training
+
+        return getattr(rxrl.training, name)
+    raise AttributeError(f"module 'rxrl' has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
 A driver that starts a local Ray spends ~2 s in ``ray.init`` mostly waiting for Ray's
 processes to come up. Work registered here with `defer` (the initial weights of PPO's
-rollout workers, which need torch: `rxrl.rl.initial.InitialWeights`) is done then, in a
+rollout workers, which need torch: `rxrl.rl.models.initial.InitialWeights`) is done then, in a
 thread (`rxrl.backends.ray.connect`), instead of before ``ray.init`` on the main thread
 (docs/design-notes.md, "The start-up's critical path").
 

@@ -16,20 +16,20 @@ import numpy as np
 
 import rxrl
 from rxrl.actors import ActorGroup, Tagged
-from rxrl.rl.batch import SampleBatch, standardize
+from rxrl.envs.vector import EnvSpaces, registered_id
 from rxrl.rl.config import PolicyConfig
-from rxrl.rl.env import EnvSpaces, registered_id
-from rxrl.rl.forward import Weights
-from rxrl.rl.initial import InitialWeights
-from rxrl.rl.metrics import EpisodeStats, Metrics, MetricsAccumulator, TrainMetrics
-from rxrl.rl.reply import Trained, set_weights
-from rxrl.rl.worker import RolloutWorker, RolloutWorkerFactory
+from rxrl.rl.data.batch import SampleBatch, standardize
+from rxrl.rl.data.metrics import EpisodeStats, Metrics, MetricsAccumulator, TrainMetrics
+from rxrl.rl.models.forward import Weights
+from rxrl.rl.models.initial import InitialWeights
+from rxrl.rl.workers.reply import Trained, set_weights
+from rxrl.rl.workers.rollout import RolloutWorker, RolloutWorkerFactory
 
 if TYPE_CHECKING:  # torch: the learner's process imports these, not a driver
     import torch
 
-    from rxrl.rl.learner import Learner
-    from rxrl.rl.losses import Gradients
+    from rxrl.rl.learners.actor_critic import Learner
+    from rxrl.rl.objectives.losses import Gradients
 
 L = TypeVar("L", bound="Learner")
 

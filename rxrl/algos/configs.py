@@ -3,7 +3,7 @@
 Keys are dotted paths into the nested config (``learner.lr``, ``policy.hidden_sizes``); a
 bare name that is the last part of exactly one path is accepted too (``lr``).
 
->>> from rxrl.algos.ppo import PPO
+>>> from rxrl.algos.on_policy.ppo import PPO
 >>> config = with_settings(PPO(), {"lr": 1e-3, "policy.hidden_sizes": [32, 32]})
 >>> config.learner.lr, config.policy.hidden_sizes
 (0.001, (32, 32))

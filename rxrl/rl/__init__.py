@@ -3,7 +3,7 @@ rollout workers, learners, replay buffers and metrics. Plain Python objects: no 
 plan core, so they run in-process under the reference interpreter and inside Ray actors.
 
 Names load on first use (PEP 562), so that a process that needs only the torch-free parts
-(a rollout worker acting with numpy weights, `rxrl.rl.worker.RolloutWorkerFactory`) does not
+(a rollout worker acting with numpy weights, `rxrl.rl.workers.rollout.RolloutWorkerFactory`) does not
 import torch by importing this package.
 """
 
@@ -13,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rxrl.rl.batch import COLUMNS, SampleBatch, standardize
+    from rxrl.envs.vector import EnvSpaces, make_vector_env
     from rxrl.rl.config import (
         A2CConfig,
         APPOConfig,
@@ -26,85 +26,91 @@ if TYPE_CHECKING:
         SACConfig,
         VTraceConfig,
     )
-    from rxrl.rl.dqn import DQNLearner
-    from rxrl.rl.env import EnvSpaces, make_vector_env
-    from rxrl.rl.fragment import Fragment
-    from rxrl.rl.gae import compute_gae, vtrace
-    from rxrl.rl.impala import APPOLearner, IMPALALearner, VersionedWeights, VTraceLearner, VTraceMetrics
-    from rxrl.rl.learner import A2CLearner, Learner, PPOLearner
-    from rxrl.rl.losses import Gradients, a2c_loss, ppo_loss
-    from rxrl.rl.metrics import EpisodeStats, Metrics, MetricsAccumulator, SampleMetrics, TrainMetrics
-    from rxrl.rl.policy import (
+    from rxrl.rl.data.batch import COLUMNS, SampleBatch, standardize
+    from rxrl.rl.data.fragment import Fragment
+    from rxrl.rl.data.metrics import EpisodeStats, Metrics, MetricsAccumulator, SampleMetrics, TrainMetrics
+    from rxrl.rl.data.transitions import TransitionBatch
+    from rxrl.rl.learners.actor_critic import A2CLearner, Learner, PPOLearner
+    from rxrl.rl.learners.dqn import DQNLearner
+    from rxrl.rl.learners.vtrace import (
+        APPOLearner,
+        IMPALALearner,
+        VersionedWeights,
+        VTraceLearner,
+        VTraceMetrics,
+    )
+    from rxrl.rl.models.policy import (
         ActorCritic,
         CategoricalActorCritic,
         GaussianActorCritic,
         Weights,
         make_policy,
     )
-    from rxrl.rl.qnet import QNetwork, make_q_network
-    from rxrl.rl.qworker import QRolloutWorker
-    from rxrl.rl.replay import PrioritizedReplayBuffer, ReplayBuffer, make_replay_buffer
+    from rxrl.rl.models.qnet import QNetwork, make_q_network
+    from rxrl.rl.objectives.gae import compute_gae, vtrace
+    from rxrl.rl.objectives.losses import Gradients, a2c_loss, ppo_loss
+    from rxrl.rl.replay.buffers import PrioritizedReplayBuffer, ReplayBuffer, make_replay_buffer
+    from rxrl.rl.replay.shard import ReplayShard
+    from rxrl.rl.replay.sumtree import SumTree
     from rxrl.rl.schedules import LinearSchedule, apex_epsilon, epsilon_schedule
-    from rxrl.rl.shard import ReplayShard
-    from rxrl.rl.sumtree import SumTree
-    from rxrl.rl.transitions import TransitionBatch
-    from rxrl.rl.worker import RolloutWorker
+    from rxrl.rl.workers.qworker import QRolloutWorker
+    from rxrl.rl.workers.rollout import RolloutWorker
 
 #: where each public name lives
 _MODULES: dict[str, str] = {
     "A2CConfig": "rxrl.rl.config",
-    "A2CLearner": "rxrl.rl.learner",
+    "A2CLearner": "rxrl.rl.learners.actor_critic",
     "APPOConfig": "rxrl.rl.config",
-    "APPOLearner": "rxrl.rl.impala",
-    "ActorCritic": "rxrl.rl.policy",
-    "COLUMNS": "rxrl.rl.batch",
-    "CategoricalActorCritic": "rxrl.rl.policy",
+    "APPOLearner": "rxrl.rl.learners.vtrace",
+    "ActorCritic": "rxrl.rl.models.policy",
+    "COLUMNS": "rxrl.rl.data.batch",
+    "CategoricalActorCritic": "rxrl.rl.models.policy",
     "DQNConfig": "rxrl.rl.config",
-    "DQNLearner": "rxrl.rl.dqn",
-    "EnvSpaces": "rxrl.rl.env",
-    "EpisodeStats": "rxrl.rl.metrics",
-    "Fragment": "rxrl.rl.fragment",
-    "GaussianActorCritic": "rxrl.rl.policy",
-    "Gradients": "rxrl.rl.losses",
+    "DQNLearner": "rxrl.rl.learners.dqn",
+    "EnvSpaces": "rxrl.envs.vector",
+    "EpisodeStats": "rxrl.rl.data.metrics",
+    "Fragment": "rxrl.rl.data.fragment",
+    "GaussianActorCritic": "rxrl.rl.models.policy",
+    "Gradients": "rxrl.rl.objectives.losses",
     "IMPALAConfig": "rxrl.rl.config",
-    "IMPALALearner": "rxrl.rl.impala",
-    "Learner": "rxrl.rl.learner",
+    "IMPALALearner": "rxrl.rl.learners.vtrace",
+    "Learner": "rxrl.rl.learners.actor_critic",
     "LinearSchedule": "rxrl.rl.schedules",
-    "Metrics": "rxrl.rl.metrics",
-    "MetricsAccumulator": "rxrl.rl.metrics",
+    "Metrics": "rxrl.rl.data.metrics",
+    "MetricsAccumulator": "rxrl.rl.data.metrics",
     "PPOConfig": "rxrl.rl.config",
-    "PPOLearner": "rxrl.rl.learner",
+    "PPOLearner": "rxrl.rl.learners.actor_critic",
     "PolicyConfig": "rxrl.rl.config",
-    "PrioritizedReplayBuffer": "rxrl.rl.replay",
+    "PrioritizedReplayBuffer": "rxrl.rl.replay.buffers",
     "QNetConfig": "rxrl.rl.config",
-    "QNetwork": "rxrl.rl.qnet",
-    "QRolloutWorker": "rxrl.rl.qworker",
-    "ReplayBuffer": "rxrl.rl.replay",
+    "QNetwork": "rxrl.rl.models.qnet",
+    "QRolloutWorker": "rxrl.rl.workers.qworker",
+    "ReplayBuffer": "rxrl.rl.replay.buffers",
     "ReplayConfig": "rxrl.rl.config",
-    "ReplayShard": "rxrl.rl.shard",
-    "RolloutWorker": "rxrl.rl.worker",
+    "ReplayShard": "rxrl.rl.replay.shard",
+    "RolloutWorker": "rxrl.rl.workers.rollout",
     "SACConfig": "rxrl.rl.config",
-    "SampleBatch": "rxrl.rl.batch",
-    "SampleMetrics": "rxrl.rl.metrics",
-    "SumTree": "rxrl.rl.sumtree",
-    "TrainMetrics": "rxrl.rl.metrics",
-    "TransitionBatch": "rxrl.rl.transitions",
+    "SampleBatch": "rxrl.rl.data.batch",
+    "SampleMetrics": "rxrl.rl.data.metrics",
+    "SumTree": "rxrl.rl.replay.sumtree",
+    "TrainMetrics": "rxrl.rl.data.metrics",
+    "TransitionBatch": "rxrl.rl.data.transitions",
     "VTraceConfig": "rxrl.rl.config",
-    "VTraceLearner": "rxrl.rl.impala",
-    "VTraceMetrics": "rxrl.rl.impala",
-    "VersionedWeights": "rxrl.rl.impala",
-    "Weights": "rxrl.rl.policy",
-    "a2c_loss": "rxrl.rl.losses",
+    "VTraceLearner": "rxrl.rl.learners.vtrace",
+    "VTraceMetrics": "rxrl.rl.learners.vtrace",
+    "VersionedWeights": "rxrl.rl.learners.vtrace",
+    "Weights": "rxrl.rl.models.policy",
+    "a2c_loss": "rxrl.rl.objectives.losses",
     "apex_epsilon": "rxrl.rl.schedules",
-    "compute_gae": "rxrl.rl.gae",
+    "compute_gae": "rxrl.rl.objectives.gae",
     "epsilon_schedule": "rxrl.rl.schedules",
-    "make_policy": "rxrl.rl.policy",
-    "make_q_network": "rxrl.rl.qnet",
-    "make_replay_buffer": "rxrl.rl.replay",
-    "make_vector_env": "rxrl.rl.env",
-    "ppo_loss": "rxrl.rl.losses",
-    "standardize": "rxrl.rl.batch",
-    "vtrace": "rxrl.rl.gae",
+    "make_policy": "rxrl.rl.models.policy",
+    "make_q_network": "rxrl.rl.models.qnet",
+    "make_replay_buffer": "rxrl.rl.replay.buffers",
+    "make_vector_env": "rxrl.envs.vector",
+    "ppo_loss": "rxrl.rl.objectives.losses",
+    "standardize": "rxrl.rl.data.batch",
+    "vtrace": "rxrl.rl.objectives.gae",
 }
 
 

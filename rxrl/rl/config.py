@@ -44,7 +44,7 @@ class PolicyConfig:
     one and differ only in their heads. `init_log_std` is the initial state-independent
     log standard deviation of the Gaussian head (Box action spaces only).
 
-    Running statistics (`rxrl.rl.normalize`; CleanRL's and SB3's continuous-control
+    Running statistics (`rxrl.rl.data.running_stats`; CleanRL's and SB3's continuous-control
     details): `normalize_obs` feeds the networks `clip((obs - mean) / std, +-obs_clip)`
     with the running mean and std of the observations seen; `scale_rewards` has workers
     divide rewards by the running std of the discounted return (clipped to
@@ -129,7 +129,7 @@ _DQN_GRAD_CLIP: float | None = 10.0
 
 @attrs.frozen
 class QNetConfig:
-    """Architecture of the MLP Q-network built by `rxrl.rl.qnet.make_q_network`.
+    """Architecture of the MLP Q-network built by `rxrl.rl.models.qnet.make_q_network`.
 
     `hidden_sizes` are the trunk widths; with `dueling` the trunk feeds a value head and an
     advantage head, `Q = V + A - mean(A)` (Wang et al. 2016), instead of one Q head.
@@ -290,7 +290,7 @@ _SAC_REPLAY = ReplayConfig(capacity=1_000_000, batch_size=256, learning_starts=5
 class SACConfig:
     """Soft actor-critic (Haarnoja et al. 2018), CleanRL's and SB3's defaults.
 
-    Learner (`rxrl.rl.sac.SACLearner`): twin Q-networks trained on
+    Learner (`rxrl.rl.learners.sac.SACLearner`): twin Q-networks trained on
     `r + gamma^n (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s'))`, a' drawn from
     the current policy, Q' the target networks, which follow the online ones by Polyak
     averaging with `tau` after every step; a squashed Gaussian policy (tanh of a Gaussian with

@@ -6,8 +6,8 @@ from typing import Any
 
 import rxrl
 from rxrl import ops
-from rxrl.cli_run import deterministic_fields, same
 from rxrl.rl import Metrics
+from rxrl.training.checkpoint import deterministic_fields, same
 
 
 def records(plan: rxrl.Plan[Metrics], n: int, backend: str = "reference", **options: Any

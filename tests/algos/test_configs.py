@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from rxrl.algos import ALGORITHMS, get
-from rxrl.algos.a2c import A2C
-from rxrl.algos.a3c import A3C
 from rxrl.algos.configs import from_dict, parse_assignment, paths, resolve, to_dict, with_settings
-from rxrl.algos.ppo import PPO
-from rxrl.algos.qlearning import QSettings
-from rxrl.algos.sac import SAC
+from rxrl.algos.on_policy.a2c import A2C
+from rxrl.algos.on_policy.a3c import A3C
+from rxrl.algos.on_policy.ppo import PPO
+from rxrl.algos.qlearning.common import QSettings
+from rxrl.algos.qlearning.sac import SAC
 from rxrl.rl import A2CConfig, PolicyConfig, PPOConfig
 
 

@@ -9,10 +9,10 @@ import pytest
 import rxrl
 from rxrl import ops
 from rxrl.actors import Tagged
-from rxrl.algos import a2c, a3c, ppo
 from rxrl.algos.common import Progress, set_weights, train_and_get_weights
-from rxrl.cli_run import deterministic_fields
+from rxrl.algos.on_policy import a2c, a3c, ppo
 from rxrl.rl import Metrics, PPOConfig, RolloutWorker, SampleBatch, standardize
+from rxrl.training.checkpoint import deterministic_fields
 
 
 def test_ppo_broadcasts_the_new_weights_to_every_worker_before_its_next_fragment() -> None:

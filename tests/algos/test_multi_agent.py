@@ -13,17 +13,18 @@ import torch
 
 import rxrl
 from rxrl import ops
-from rxrl.algos import multi_agent, two_trainer
 from rxrl.algos.common import Start
-from rxrl.algos.multi_agent import MultiAgentPPO, MultiAgentWorkerFactory, MultiTrained
-from rxrl.algos.two_trainer import TwoTrainer
-from rxrl.cli_run import deterministic_fields, same
+from rxrl.algos.multi_agent import ma_ppo as multi_agent
+from rxrl.algos.multi_agent import two_trainer
+from rxrl.algos.multi_agent.ma_ppo import MultiAgentPPO, MultiAgentWorkerFactory, MultiTrained
+from rxrl.algos.multi_agent.two_trainer import TwoTrainer
 from rxrl.envs import make_parallel_env
 from rxrl.rl import DQNConfig, PPOConfig, ReplayConfig
-from rxrl.rl.ma_learner import MultiPPOLearner
-from rxrl.rl.ma_metrics import MultiAgentMetrics
-from rxrl.rl.policy import make_policy
+from rxrl.rl.data.ma_metrics import MultiAgentMetrics
+from rxrl.rl.learners.multi_agent import MultiPPOLearner
+from rxrl.rl.models.policy import make_policy
 from rxrl.rl.schedules import LinearSchedule
+from rxrl.training.checkpoint import deterministic_fields, same
 
 SMALL_PPO = PPOConfig(lr=2e-3, num_epochs=1, minibatch_size=32, ent_coef=0.0, clip_vloss=False)
 

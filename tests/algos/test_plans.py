@@ -8,8 +8,9 @@ import pytest
 import torch
 
 import rxrl
-from rxrl.algos import ALGORITHMS, a2c, a3c, get, ppo
+from rxrl.algos import ALGORITHMS, get
 from rxrl.algos.common import env_spaces
+from rxrl.algos.on_policy import a2c, a3c, ppo
 
 PPO_SHAPE = """\
 from_actors(RolloutWorker×2, RolloutWorker.sample)  [×2 shards]
@@ -98,10 +99,10 @@ def test_resumed_torch_workers_start_from_the_checkpoint_s_policy_and_carry_noth
 
     import numpy as np
 
-    from rxrl.algos import impala
     from rxrl.algos.common import Start, torch_workers
+    from rxrl.algos.vtrace import impala
     from rxrl.rl import IMPALALearner
-    from rxrl.rl.policy import ActorCritic
+    from rxrl.rl.models.policy import ActorCritic
 
     config = impala.IMPALA()
     learner = IMPALALearner("CartPole-v1", config.learner, seed=3)
@@ -123,10 +124,12 @@ def test_worker_factories_keep_only_what_workers_read_of_a_checkpoint() -> None:
     """A checkpoint's optimizer and replay state never reaches a worker factory (which a
     plan's tagged items carry): the Q-learning, SAC, MAML and multi-agent factories hold
     `Start.for_workers`, and a worker built from it resumes the same."""
-    from rxrl.algos import dqn, maml, multi_agent, sac
     from rxrl.algos.common import WORKER_KEYS, Start
-    from rxrl.algos.qlearning import QWorkerFactory
-    from rxrl.algos.sac import SACWorkerFactory
+    from rxrl.algos.meta import maml
+    from rxrl.algos.multi_agent import ma_ppo as multi_agent
+    from rxrl.algos.qlearning import dqn, sac
+    from rxrl.algos.qlearning.common import QWorkerFactory
+    from rxrl.algos.qlearning.sac import SACWorkerFactory
 
     policy = {"w": torch.ones(2)}
     state = {"policy": policy, "optimizer": {"state": {}}, "replay": [b"x" * 10_000],
@@ -150,7 +153,7 @@ def test_worker_factories_keep_only_what_workers_read_of_a_checkpoint() -> None:
 
 
 def _dqn_state() -> dict[str, object]:
-    from rxrl.algos import dqn
+    from rxrl.algos.qlearning import dqn
     from rxrl.rl import DQNLearner
 
     config = dqn.DQN()

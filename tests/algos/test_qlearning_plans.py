@@ -13,10 +13,10 @@ import pytest
 import rxrl
 from rxrl import ops
 from rxrl.actors import Tagged
-from rxrl.algos import apex, dqn
-from rxrl.algos.qsteps import QProgress, Stored
-from rxrl.cli_run import deterministic_fields
+from rxrl.algos.qlearning import apex, dqn
+from rxrl.algos.qlearning.steps import QProgress, Stored
 from rxrl.rl import DQNConfig, DQNLearner, Metrics, QNetConfig, ReplayConfig, TrainMetrics, Weights
+from rxrl.training.checkpoint import deterministic_fields
 from tests.algos.records import identical, records
 
 DQN_SHAPE = """\

@@ -12,8 +12,8 @@ from rxrl import ops
 from rxrl.algos import get
 from rxrl.algos.common import RolloutSettings
 from rxrl.algos.configs import with_settings
-from rxrl.cli_run import deterministic_fields
 from rxrl.rl import Learner, Metrics, Weights
+from rxrl.training.checkpoint import deterministic_fields
 
 SMALL = {"num_workers": 2, "num_envs_per_worker": 2, "fragment_length": 16}
 CONFIGS: dict[str, dict[str, Any]] = {

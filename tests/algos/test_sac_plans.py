@@ -12,11 +12,11 @@ import torch
 
 import rxrl
 from rxrl import ops
-from rxrl.algos import sac
-from rxrl.cli_run import deterministic_fields
-from rxrl.cli_tools import episode_returns
+from rxrl.algos.qlearning import sac
+from rxrl.cli.tools import episode_returns
 from rxrl.rl import Metrics, ReplayConfig, SACConfig, Weights
-from rxrl.rl.sac import SACLearner
+from rxrl.rl.learners.sac import SACLearner
+from rxrl.training.checkpoint import deterministic_fields
 from tests.algos.records import identical, records
 
 SAC_SHAPE = """\

@@ -13,11 +13,11 @@ import pytest
 import rxrl
 from rxrl import ops
 from rxrl.actors import Tagged
-from rxrl.algos import appo, impala
-from rxrl.algos.vtrace import Reply
-from rxrl.cli_run import deterministic_fields, same
+from rxrl.algos.vtrace import appo, impala
+from rxrl.algos.vtrace.common import Reply
 from rxrl.rl import APPOConfig, IMPALAConfig, Metrics
-from rxrl.rl.impala import VTraceMetrics
+from rxrl.rl.learners.vtrace import VTraceMetrics
+from rxrl.training.checkpoint import deterministic_fields, same
 
 IMPALA_SHAPE = """\
 from_actors(RolloutWorker×3, RolloutWorker.sample_fragment)  [×3 shards]

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from rxrl.backends.ray.connect import RayConnectError, import_path, probe, wait_registered, with_import_path
-from rxrl.cli_machine import explain_actor_error
 from rxrl.errors import ActorError
+from rxrl.training.machine import explain_actor_error
 from tests.cli.helpers import environment, rxrl_cli
 
 #: a pytest file whose actor class lives in a directory only pytest put on sys.path

@@ -69,7 +69,7 @@ class Probe:
 
 
 class TorchFreeProbes:
-    """``index -> Probe``, declared torch-free as `rxrl.rl.worker.RolloutWorkerFactory` is."""
+    """``index -> Probe``, declared torch-free as `rxrl.rl.workers.rollout.RolloutWorkerFactory` is."""
 
     torch_free = True
 
@@ -78,7 +78,7 @@ class TorchFreeProbes:
 
 
 def main() -> None:
-    from rxrl.cli_train import ray_init_options  # imports torch: only here, in the driver
+    from rxrl.training.setup import ray_init_options  # imports torch: only here, in the driver
 
     n = (os.cpu_count() or 1) + 1
     group = rxrl.indexed_actors(TorchFreeProbes(), n) if "--torch-free" in sys.argv else rxrl.actors(Probe, n)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from rxrl.algos.ppo import PPO
+from rxrl.algos.on_policy.ppo import PPO
 from rxrl.cli import main
-from rxrl.cli_run import Counters, save_checkpoint
 from rxrl.rl import PPOLearner
+from rxrl.training.checkpoint import Counters, save_checkpoint
 from tests.cli.helpers import start
 
 #: case -> (argv, the message's expected part); ``{tmp}`` is a directory holding the files below

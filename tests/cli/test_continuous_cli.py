@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from rxrl.algos.common import env_spaces
-from rxrl.algos.sac import SAC
+from rxrl.algos.qlearning.sac import SAC
 from rxrl.cli import main
-from rxrl.cli_run import load_checkpoint
-from rxrl.cli_tools import episode_returns
+from rxrl.cli.tools import episode_returns
 from rxrl.rl import make_policy
+from rxrl.training.checkpoint import load_checkpoint
 from tests.cli.helpers import console_script, environment, rxrl_cli
 
 #: a small SAC: 32x32 nets, learning from 300 transitions on, 16 updates of 64 rows per call

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rxrl.cli_run import load_checkpoint
-from rxrl.cli_signals import Interrupts, Terminated
+from rxrl.training.checkpoint import load_checkpoint
+from rxrl.training.interrupts import Interrupts, Terminated
 from tests.cli.helpers import (
     QUICK,
     cmdline,

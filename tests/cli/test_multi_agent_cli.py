@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rxrl.cli import main
-from rxrl.cli_run import load_checkpoint
+from rxrl.training.checkpoint import load_checkpoint
 from tests.cli.helpers import rxrl_cli
 
 SMALL_TWO_TRAINER = [

@@ -13,10 +13,10 @@ import torch
 
 import rxrl
 from rxrl.algos.common import Start
-from rxrl.algos.dqn import DQN
-from rxrl.algos.qlearning import QWorkerFactory, ShardFactory
+from rxrl.algos.qlearning.common import QWorkerFactory, ShardFactory
+from rxrl.algos.qlearning.dqn import DQN
 from rxrl.cli import main
-from rxrl.cli_run import load_checkpoint
+from rxrl.training.checkpoint import load_checkpoint
 from tests.cli.helpers import rxrl_cli
 
 #: a small DQN: training from 500 transitions on, a 32x32 net, intensity 8
@@ -153,7 +153,7 @@ def test_the_checkpoint_step_reads_as_far_ahead_as_the_learner_is_pipelined(queu
     """Its call to the learner is queued behind the plan's pipelined calls: a step that waited
     for it before asking for the next record would stall the pipeline at every record."""
     from rxrl.algos import get
-    from rxrl.cli_run import CheckpointClock, training_plan
+    from rxrl.training.checkpoint import CheckpointClock, training_plan
 
     algo = get("dqn")
     shown = rxrl.show(training_plan(algo, DQN(learner_queue=queue), None, CheckpointClock(25_000, 100_000)))

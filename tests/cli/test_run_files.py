@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rxrl.cli_run import load_checkpoint
+from rxrl.training.checkpoint import load_checkpoint
 from tests.cli.helpers import QUICK, metrics_rows, rxrl_cli
 
 #: the QUICK settings' iteration: 2 workers × 2 envs × 64 steps, one round per batch

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rxrl.backends.ray.connect import DRIVER_WARM, LEAN_SKIPS, is_lean
-from rxrl.cli_train import RAY_INIT, TORCH_FREE_PRELOAD, WORKER_PRELOAD
+from rxrl.training.setup import RAY_INIT, TORCH_FREE_PRELOAD, WORKER_PRELOAD
 from tests.cli.helpers import ROOT, environment
 
 #: the scripts of the processes a lean local Ray goes without (`LEAN_SKIPS`)

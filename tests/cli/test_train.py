@@ -10,7 +10,7 @@ import pytest
 
 from rxrl.algos.configs import to_dict
 from rxrl.cli import main
-from rxrl.cli_run import load_checkpoint
+from rxrl.training.checkpoint import load_checkpoint
 from tests.cli.helpers import QUICK, rxrl_cli
 
 

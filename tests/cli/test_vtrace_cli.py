@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rxrl.cli import main
-from rxrl.cli_run import load_checkpoint
+from rxrl.training.checkpoint import load_checkpoint
 from tests.cli.helpers import rxrl_cli
 
 #: a small, quick V-trace run: 2 workers x 2 envs x 32 steps, batches of 128

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rxrl.rl.batch import SampleBatch
+from rxrl.rl.data.batch import SampleBatch
 
 
 def make_batch(n: int, obs_dim: int = 3, start: int = 0, episodes: int = 0) -> SampleBatch:

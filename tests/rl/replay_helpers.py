@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rxrl.rl.transitions import TransitionBatch
+from rxrl.rl.data.transitions import TransitionBatch
 
 
 def numbered(start: int, n: int, obs_dim: int = 2, episodes: int = 0) -> TransitionBatch:

@@ -1,4 +1,4 @@
-"""`rxrl.rl.adam.Adam`: torch's Adam update bit for bit, its state-dict format both ways, and
+"""`rxrl.rl.learners.adam.Adam`: torch's Adam update bit for bit, its state-dict format both ways, and
 no ``torch._dynamo`` import (what it is for)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rxrl.rl.adam import Adam
-from rxrl.rl.policy import ActorCritic, make_policy
+from rxrl.rl.learners.adam import Adam
+from rxrl.rl.models.policy import ActorCritic, make_policy
 from tests.cli.helpers import ROOT, environment
 
 
@@ -103,7 +103,7 @@ def test_a_ppo_learner_trains_without_importing_torch_dynamo() -> None:
     code = (
         "import sys\n"
         "from rxrl.algos.common import torch_free_workers\n"
-        "from rxrl.algos.ppo import PPO\n"
+        "from rxrl.algos.on_policy.ppo import PPO\n"
         "from rxrl.rl import PPOLearner, SampleBatch\n"
         "config = PPO()\n"
         "worker = torch_free_workers(config)(0)\n"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rxrl.rl.batch import COLUMNS, SampleBatch, standardize
+from rxrl.rl.data.batch import COLUMNS, SampleBatch, standardize
 from tests.rl.helpers import make_batch
 
 

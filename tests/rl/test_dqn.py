@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
+from rxrl.envs.vector import EnvSpaces
 from rxrl.rl.config import DQNConfig, QNetConfig
-from rxrl.rl.dqn import DQNLearner, dqn_loss, huber, td_targets
-from rxrl.rl.env import EnvSpaces
-from rxrl.rl.transitions import TransitionBatch
+from rxrl.rl.data.transitions import TransitionBatch
+from rxrl.rl.learners.dqn import DQNLearner, dqn_loss, huber, td_targets
 from tests.rl.replay_helpers import numbered
 from tests.rl.toy_env import TOY_ID
 

@@ -1,4 +1,4 @@
-"""The torch-free rollout path (`rxrl.rl.forward`): a worker acting with numpy weights samples
+"""The torch-free rollout path (`rxrl.rl.models.forward`): a worker acting with numpy weights samples
 exactly what the torch policy samples, through weight updates and normalization, and never
 imports torch; `ray_init_options` keeps torch out of such workers' processes."""
 
@@ -16,14 +16,15 @@ import torch
 
 import rxrl
 from rxrl import ops
-from rxrl.algos import a2c, impala, ppo
-from rxrl.cli_train import TORCH_FREE_PRELOAD, WORKER_PRELOAD, ray_init_options
+from rxrl.algos.on_policy import a2c, ppo
+from rxrl.algos.vtrace import impala
 from rxrl.rl import EnvSpaces, PolicyConfig, PPOConfig, RolloutWorker, SampleBatch, make_policy
-from rxrl.rl.batch import COLUMNS
-from rxrl.rl.forward import NumpyActorCritic
-from rxrl.rl.initial import weights_of
-from rxrl.rl.normalize import NormStats
-from rxrl.rl.worker import RolloutWorkerFactory
+from rxrl.rl.data.batch import COLUMNS
+from rxrl.rl.data.running_stats import NormStats
+from rxrl.rl.models.forward import NumpyActorCritic
+from rxrl.rl.models.initial import weights_of
+from rxrl.rl.workers.rollout import RolloutWorkerFactory
+from rxrl.training.setup import TORCH_FREE_PRELOAD, WORKER_PRELOAD, ray_init_options
 from tests.cli.helpers import ROOT, environment
 from tests.rl import torch_probe
 
@@ -96,7 +97,8 @@ def ppo_weights() -> dict[str, npt.NDArray[np.float32]]:
 
 
 def test_what_a_torch_free_worker_imports_does_not_import_torch() -> None:
-    code = ("import sys, rxrl.rl.worker, rxrl.rl.reply, rxrl.rl.forward, rxrl.rl.normalize, rxrl.rl; "
+    code = ("import sys, rxrl.rl.workers.rollout, rxrl.rl.workers.reply, rxrl.rl.models.forward, "
+            "rxrl.rl.data.running_stats, rxrl.rl; "
             "print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment(), capture_output=True,
                           text=True, timeout=120, check=True)
@@ -137,7 +139,7 @@ def test_ppo_on_ray_trains_with_rollout_workers_that_never_import_torch(ray_sess
 def test_initial_weights_do_not_depend_on_the_thread_count() -> None:
     """The driver builds torch-free workers' initial weights at its own thread count, a
     learner at ``learner_threads``: orthogonal init differs in its last bits between 1 and
-    2 threads unless it runs on one (`rxrl.rl.policy.one_thread`)."""
+    2 threads unless it runs on one (`rxrl.rl.models.policy.one_thread`)."""
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from rxrl.rl.gae import compute_gae, vtrace
+from rxrl.rl.objectives.gae import compute_gae, vtrace
 
 F = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]

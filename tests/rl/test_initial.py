@@ -1,6 +1,6 @@
-"""Initial weights built when first needed (`rxrl.rl.initial.InitialWeights`), work done ahead
+"""Initial weights built when first needed (`rxrl.rl.models.initial.InitialWeights`), work done ahead
 while the driver waits (`rxrl.warmup`), and learner classes named without importing them
-(`rxrl.rl.initial.LazyClass`): what keeps torch out of a driver that builds PPO's plan."""
+(`rxrl.rl.models.initial.LazyClass`): what keeps torch out of a driver that builds PPO's plan."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from rxrl import warmup
 from rxrl.rl import PolicyConfig, PPOLearner, make_policy
 from rxrl.rl import policy as policy_module
-from rxrl.rl.initial import InitialWeights, LazyClass, weights_of
+from rxrl.rl.models.initial import InitialWeights, LazyClass, weights_of
 from tests.cli.helpers import ROOT, environment
 
 BOX = gym.spaces.Box(-1, 1, (4,))
@@ -83,7 +83,7 @@ def test_deferred_work_that_fails_leaves_the_error_to_the_real_use() -> None:
 
 
 def test_a_lazy_class_constructs_its_class_pickles_by_name_and_names_the_group() -> None:
-    lazy: LazyClass[PPOLearner] = LazyClass("rxrl.rl.learner", "PPOLearner")
+    lazy: LazyClass[PPOLearner] = LazyClass("rxrl.rl.learners.actor_critic", "PPOLearner")
     assert lazy.__name__ == "PPOLearner" and lazy.cls is PPOLearner
     sent = pickle.loads(pickle.dumps(lazy))
     assert isinstance(sent("CartPole-v1"), PPOLearner)
@@ -95,13 +95,14 @@ DRIVER = """
 import sys
 import rxrl.cli
 from rxrl.algos import get
-from rxrl.cli_run import CheckpointClock, training_plan
-from rxrl.cli_train import ray_init_options
+from rxrl.training.checkpoint import CheckpointClock, training_plan
+from rxrl.training.setup import ray_init_options
 for name in ("ppo", "a2c"):
     algo = get(name)
     plan = training_plan(algo, algo.config(), None, CheckpointClock(25_000, 100_000), 3)
     ray_init_options(plan)
-print(sorted(m for m in ("torch", "rxrl.algos.dqn", "rxrl.algos.sac") if m in sys.modules))
+loaded = ("torch", "rxrl.algos.qlearning.dqn", "rxrl.algos.qlearning.sac")
+print(sorted(m for m in loaded if m in sys.modules))
 """
 
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from rxrl.rl.batch import SampleBatch
+from rxrl.envs.vector import EnvSpaces
 from rxrl.rl.config import A2CConfig, PPOConfig
-from rxrl.rl.env import EnvSpaces
-from rxrl.rl.learner import A2CLearner, PPOLearner
-from rxrl.rl.losses import TensorBatch, ppo_loss
-from rxrl.rl.worker import RolloutWorker
+from rxrl.rl.data.batch import SampleBatch
+from rxrl.rl.learners.actor_critic import A2CLearner, PPOLearner
+from rxrl.rl.objectives.losses import TensorBatch, ppo_loss
+from rxrl.rl.workers.rollout import RolloutWorker
 
 
 @pytest.fixture(scope="module")

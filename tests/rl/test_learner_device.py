@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from rxrl.algos.common import device_of
-from rxrl.algos.ppo import PPO, groups
-from rxrl.rl.batch import SampleBatch
+from rxrl.algos.on_policy.ppo import PPO, groups
 from rxrl.rl.config import A2CConfig, PPOConfig
-from rxrl.rl.learner import A2CLearner, PPOLearner, resolve_device
-from rxrl.rl.losses import a2c_gradients
-from rxrl.rl.worker import RolloutWorker
+from rxrl.rl.data.batch import SampleBatch
+from rxrl.rl.learners.actor_critic import A2CLearner, PPOLearner, resolve_device
+from rxrl.rl.objectives.losses import a2c_gradients
+from rxrl.rl.workers.rollout import RolloutWorker
 
 CUDA = torch.cuda.is_available()
 CONFIG = PPOConfig(num_epochs=2, minibatch_size=128)

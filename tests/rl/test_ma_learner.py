@@ -8,9 +8,9 @@ import pytest
 
 import rxrl
 from rxrl.rl import DQNConfig, PPOConfig, ReplayConfig
-from rxrl.rl.ma_learner import MultiDQNLearner, MultiPPOLearner, MultiReplay
-from rxrl.rl.ma_worker import MultiAgentRolloutWorker, QPolicySpec
-from rxrl.rl.multiagent import policy_mapping_fn, policy_spaces
+from rxrl.rl.data.multiagent import policy_mapping_fn, policy_spaces
+from rxrl.rl.learners.multi_agent import MultiDQNLearner, MultiPPOLearner, MultiReplay
+from rxrl.rl.workers.multi_agent import MultiAgentRolloutWorker, QPolicySpec
 
 SMALL = PPOConfig(num_epochs=1, minibatch_size=16)
 

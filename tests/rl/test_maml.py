@@ -10,10 +10,18 @@ import torch
 
 import rxrl
 from rxrl import ops
-from rxrl.algos import maml
+from rxrl.algos.meta import maml
 from rxrl.envs import Navigation2DTasks
 from rxrl.rl import PolicyConfig
-from rxrl.rl.maml import MAMLConfig, MAMLLearner, MAMLWorker, TaskBatch, inner_step, log_probs, with_params
+from rxrl.rl.learners.maml import (
+    MAMLConfig,
+    MAMLLearner,
+    MAMLWorker,
+    TaskBatch,
+    inner_step,
+    log_probs,
+    with_params,
+)
 
 POLICY = PolicyConfig(hidden_sizes=(16, 16), init_log_std=-1.0)
 

@@ -8,7 +8,7 @@ import attrs
 import numpy as np
 import pytest
 
-from rxrl.rl.metrics import MetricsAccumulator, SampleMetrics, TrainMetrics
+from rxrl.rl.data.metrics import MetricsAccumulator, SampleMetrics, TrainMetrics
 from tests.rl.helpers import make_batch
 
 

@@ -7,10 +7,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from rxrl.rl.batch import SampleBatch
-from rxrl.rl.gae import compute_gae
-from rxrl.rl.ma_worker import MultiAgentRolloutWorker, QPolicySpec, policy_seed
-from rxrl.rl.multiagent import MultiAgentBatch, policy_mapping_fn
+from rxrl.rl.data.batch import SampleBatch
+from rxrl.rl.data.multiagent import MultiAgentBatch, policy_mapping_fn
+from rxrl.rl.objectives.gae import compute_gae
+from rxrl.rl.workers.multi_agent import MultiAgentRolloutWorker, QPolicySpec, policy_seed
 
 RELAY = "tests.rl.ma_toy_env:make"
 

@@ -14,11 +14,11 @@ from hypothesis.extra import numpy as hnp
 
 import rxrl
 from rxrl import ops
-from rxrl.algos import ppo
+from rxrl.algos.on_policy import ppo
+from rxrl.envs.vector import EnvSpaces
 from rxrl.rl import Metrics, PolicyConfig, PPOConfig, PPOLearner, RolloutWorker, make_policy
-from rxrl.rl.env import EnvSpaces
-from rxrl.rl.normalize import NormStats, ReturnTracker, RunningMoments
-from rxrl.rl.normalizer import Normalizer
+from rxrl.rl.data.running_stats import NormStats, ReturnTracker, RunningMoments
+from rxrl.rl.models.normalizer import Normalizer
 
 NORMALIZING = PolicyConfig(normalize_obs=True, scale_rewards=True)
 rows = hnp.arrays(np.float64, st.tuples(st.integers(0, 12), st.just(3)),
@@ -173,7 +173,7 @@ def test_resuming_a_learner_keeps_its_statistics() -> None:
 
 
 def test_algorithms_without_a_learner_that_merges_refuse_normalization() -> None:
-    from rxrl.algos.a3c import A3C
+    from rxrl.algos.on_policy.a3c import A3C
 
     with pytest.raises(ValueError, match=r"A3C does not support policy\.normalize_obs"):
         A3C(policy=PolicyConfig(normalize_obs=True))

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rxrl.rl.nstep import NStepFolder, StepArrays, fold_n_step
+from rxrl.rl.replay.nstep import NStepFolder, StepArrays, fold_n_step
 
 B = npt.NDArray[np.bool_]
 F = npt.NDArray[np.float64]

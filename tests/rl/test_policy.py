@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rxrl.rl.config import PolicyConfig
-from rxrl.rl.policy import ActorCritic, CategoricalActorCritic, GaussianActorCritic, make_policy
+from rxrl.rl.models.policy import ActorCritic, CategoricalActorCritic, GaussianActorCritic, make_policy
 
 BOX_OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 DISCRETE: gym.spaces.Discrete[np.int64] = gym.spaces.Discrete(3)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from rxrl.rl.batch import standardize
 from rxrl.rl.config import PPOConfig
-from rxrl.rl.learner import PPOLearner
-from rxrl.rl.metrics import Metrics, MetricsAccumulator
-from rxrl.rl.worker import RolloutWorker
+from rxrl.rl.data.batch import standardize
+from rxrl.rl.data.metrics import Metrics, MetricsAccumulator
+from rxrl.rl.learners.actor_critic import PPOLearner
+from rxrl.rl.workers.rollout import RolloutWorker
 
 
 def train_cartpole(seed: int, max_steps: int) -> Metrics:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rxrl.rl.config import QNetConfig
-from rxrl.rl.qnet import QNetwork, make_q_network
+from rxrl.rl.models.qnet import QNetwork, make_q_network
 
 BOX = gym.spaces.Box(-1.0, 1.0, (2, 3), np.float32)
 ACTIONS: gym.spaces.Discrete[np.int64] = gym.spaces.Discrete(4)

@@ -9,10 +9,10 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 from rxrl.rl.config import QNetConfig
-from rxrl.rl.dqn import DQNLearner
-from rxrl.rl.qworker import QRolloutWorker
+from rxrl.rl.data.transitions import TransitionBatch
+from rxrl.rl.learners.dqn import DQNLearner
 from rxrl.rl.schedules import LinearSchedule
-from rxrl.rl.transitions import TransitionBatch
+from rxrl.rl.workers.qworker import QRolloutWorker
 from tests.rl.toy_env import TOY_ID, TOY_TRUNCATED_ID
 
 SAME_STEP = {"autoreset_mode": AutoresetMode.SAME_STEP}

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rxrl.rl.config import ReplayConfig
-from rxrl.rl.replay import PrioritizedReplayBuffer, ReplayBuffer, make_replay_buffer
+from rxrl.rl.replay.buffers import PrioritizedReplayBuffer, ReplayBuffer, make_replay_buffer
 from rxrl.rl.schedules import LinearSchedule
 from tests.rl.replay_helpers import assert_rows_are_their_ids, numbered
 

@@ -13,17 +13,17 @@ import torch
 from torch.distributions import Normal, TransformedDistribution
 from torch.distributions.transforms import AffineTransform, TanhTransform
 
+from rxrl.envs.vector import EnvSpaces
 from rxrl.rl import SACConfig
-from rxrl.rl.env import EnvSpaces
-from rxrl.rl.replay import ReplayBuffer
-from rxrl.rl.sac import (
+from rxrl.rl.data.transitions import TransitionBatch
+from rxrl.rl.learners.sac import (
     SACLearner,
     SACRolloutWorker,
     SquashedGaussianActor,
     soft_targets,
     temperature_loss,
 )
-from rxrl.rl.transitions import TransitionBatch
+from rxrl.rl.replay.buffers import ReplayBuffer
 
 SMALL = SACConfig(hidden_sizes=(32, 32))
 

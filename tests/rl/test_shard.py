@@ -7,8 +7,8 @@ import pytest
 
 from rxrl.ready import NOT_READY
 from rxrl.rl.config import ReplayConfig
-from rxrl.rl.shard import ReplayShard
-from rxrl.rl.transitions import TransitionBatch
+from rxrl.rl.data.transitions import TransitionBatch
+from rxrl.rl.replay.shard import ReplayShard
 from tests.rl.replay_helpers import assert_rows_are_their_ids, numbered
 
 

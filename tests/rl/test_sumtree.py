@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rxrl.rl.sumtree import SumTree
+from rxrl.rl.replay.sumtree import SumTree
 
 # Small integers as values: every sum is exact in float64, so the tree and np.cumsum agree
 # exactly whatever order they add in, and boundaries can be tested without tolerances.

@@ -6,7 +6,7 @@ import attrs
 import numpy as np
 import pytest
 
-from rxrl.rl.transitions import TransitionBatch
+from rxrl.rl.data.transitions import TransitionBatch
 from tests.rl.replay_helpers import numbered
 
 

@@ -26,8 +26,8 @@ from rxrl.rl import (
     SampleBatch,
     vtrace,
 )
-from rxrl.rl.impala import VTraceLearner, kl_divergence
-from rxrl.rl.policy import ActorCritic, GaussianActorCritic, make_policy
+from rxrl.rl.learners.vtrace import VTraceLearner, kl_divergence
+from rxrl.rl.models.policy import ActorCritic, GaussianActorCritic, make_policy
 
 F = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]

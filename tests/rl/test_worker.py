@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-from rxrl.rl.batch import SampleBatch
-from rxrl.rl.worker import RolloutWorker
+from rxrl.rl.data.batch import SampleBatch
+from rxrl.rl.workers.rollout import RolloutWorker
 from tests.rl.toy_env import TOY_ID, TOY_TRUNCATED_ID
 
 SAME_STEP = {"autoreset_mode": AutoresetMode.SAME_STEP}

@@ -15,7 +15,7 @@ def torch_loaded(worker: Any, seen: object) -> list[bool]:
 
 
 class To:
-    """A ``route`` to actor ``index`` (`rxrl.algos.qlearning.Fixed`, which would import torch)."""
+    """A ``route`` to actor ``index`` (`rxrl.algos.qlearning.common.Fixed`, which would import torch)."""
 
     def __init__(self, index: int) -> None:
         self.index = index

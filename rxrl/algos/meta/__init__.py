@@ -1,0 +1,1 @@
+"""Meta-learning: MAML."""

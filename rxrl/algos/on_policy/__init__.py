@@ -1,0 +1,1 @@
+"""On-policy actor-critic algorithms: PPO, A2C, A3C."""

@@ -1,0 +1,144 @@
+"""PPO: synchronous on-policy sampling, minibatch SGD on the learner, weights broadcast back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+import rxrl
+from rxrl import ops
+from rxrl.algos.common import (
+    Groups,
+    LearnerPlacement,
+    Progress,
+    RolloutSettings,
+    Start,
+    Trained,
+    env_spaces,
+    instance_of,
+    int_at_least,
+    join_rounds,
+    make_groups,
+    optional,
+    rows,
+    set_learning_rate,
+    set_weights,
+    train_on_fragments,
+    valid_placement,
+)
+from rxrl.algos.spec import Algorithm
+from rxrl.rl import Metrics, PPOConfig, RolloutWorker, SampleBatch
+from rxrl.rl.models.initial import LazyClass
+
+if TYPE_CHECKING:
+    from rxrl.rl.learners.actor_critic import PPOLearner
+
+#: the learner, imported where the learner is built (on the driver, PPO's and A2C's default,
+#: once the run starts; a driver that only builds this plan does without torch:
+#: docs/design-notes.md, "The start-up's critical path")
+LEARNER_CLASS: LazyClass[PPOLearner] = LazyClass("rxrl.rl.learners.actor_critic", "PPOLearner")
+
+#: The learner settings `PPO` starts from: CleanRL's PPO with a larger step size, 10 epochs,
+#: no entropy bonus and no value clipping, which learns CartPole in ~60k steps (see
+#: docs/algorithms.md for the sweep).
+LEARNER = PPOConfig(lr=2e-3, num_epochs=10, minibatch_size=256, ent_coef=0.0, clip_vloss=False)
+
+
+@attrs.frozen(kw_only=True)
+class PPO(RolloutSettings):
+    """Proximal policy optimization (the rollout settings are in `RolloutSettings`).
+
+    Every round, each of the ``num_workers`` workers samples one fragment with the current
+    weights; rounds are concatenated until ``train_batch_size`` transitions, advantages are
+    standardized over the batch, the learner runs ``learner.num_epochs`` epochs of minibatch
+    SGD, and the new weights reach every worker before its next fragment.
+
+    With ``lr_decay_steps`` the learning rate decays linearly from ``learner.lr`` to 0 over
+    that many trained env steps (CleanRL's annealing; ``rxrl train`` sets it to ``--steps``
+    when it is not None, as the MuJoCo settings in `TUNED` have it); None keeps it constant.
+    """
+
+    supports_normalization: ClassVar[bool] = True
+
+    fragment_length: int = attrs.field(default=64, validator=int_at_least(1))
+    train_batch_size: int = attrs.field(default=1024, validator=int_at_least(1))
+    learner: PPOConfig = attrs.field(default=LEARNER, validator=instance_of(PPOConfig))
+    lr_decay_steps: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
+    #: synchronous: the workers wait for the learner's weights, so it runs on the driver
+    learner_placement: LearnerPlacement = attrs.field(default="driver", validator=valid_placement)
+
+    def __attrs_post_init__(self) -> None:
+        if self.learner.minibatch_size > self.train_batch_size:
+            raise ValueError(f"PPO.learner.minibatch_size ({self.learner.minibatch_size}) must "
+                             f"not exceed PPO.train_batch_size ({self.train_batch_size})")
+
+
+def groups(config: PPO, start: Start | None = None) -> Groups[PPOLearner]:
+    """The plan's actors: ``num_workers`` rollout workers and one `PPOLearner`."""
+    env_spaces(config, "ppo")
+    return make_groups(config, LEARNER_CLASS, config.learner, start, torch_free=True)
+
+
+def plan(config: PPO, actors: Groups[PPOLearner] | None = None) -> rxrl.Plan[Metrics]:
+    """PPO as a plan: one `Metrics` record per training iteration, forever."""
+    workers, learner = (actors or groups(config)).pair
+    progress = Progress()
+    rounds = (rxrl.from_actors(workers, RolloutWorker.sample)  # Shards[SampleBatch]: a fragment each
+              | ops.barrier())                                # one round, all sampled with one weights
+    if config.train_batch_size > config.round_size:             # a batch of several rounds
+        rounds = rounds | ops.window(min_size=config.train_batch_size, combine=join_rounds, size=rows)
+    train = train_on_fragments if config.lr_decay_steps is None else decayed(config)
+    return (
+        rounds
+        | ops.call(learner, train)                          # concat, standardize, train: on the learner
+        | ops.broadcast(workers, set_weights)               # reaches every worker before it samples
+        | ops.map(progress.observe_trained)                 # Metrics
+    )
+
+
+def decayed(config: PPO) -> Callable[[PPOLearner, list[SampleBatch]], Trained]:
+    """`train_on_fragments` at a learning rate decayed linearly over ``lr_decay_steps``."""
+    assert config.lr_decay_steps is not None
+    steps, lr, train = config.lr_decay_steps, config.learner.lr, train_on_fragments
+
+    def train_on_fragments_decayed(learner: PPOLearner, fragments: list[SampleBatch]) -> Trained:
+        """Set the decayed learning rate, then concatenate, standardize and train."""
+        set_learning_rate(learner, lr * max(0.0, 1.0 - learner.env_steps_trained / steps))
+        return train(learner, fragments)
+
+    return train_on_fragments_decayed
+
+
+#: CleanRL's continuous-control PPO (ppo_continuous_action.py): 2048 steps per batch (two
+#: workers of one env, 1024 steps each), 10 epochs of minibatches of 64, lr 3e-4 annealed to 0
+#: over the run, value clipping, no entropy bonus, observations normalized and rewards scaled
+#: with running statistics synced through the learner (docs/algorithms.md, "PPO on MuJoCo")
+MUJOCO: Mapping[str, Any] = {
+    "num_envs_per_worker": 1, "fragment_length": 1024, "train_batch_size": 2048,
+    "gamma": 0.99, "lam": 0.95, "lr_decay_steps": 1_000_000,
+    "learner.lr": 3e-4, "learner.num_epochs": 10, "learner.minibatch_size": 64,
+    "learner.clip_vloss": True, "learner.ent_coef": 0.0, "learner.max_grad_norm": 0.5,
+    "policy.normalize_obs": True, "policy.scale_rewards": True,
+}
+MUJOCO_ENVS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Humanoid-v5", "HumanoidStandup-v5",
+               "Swimmer-v5", "Walker2d-v5")
+
+#: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies
+#: them for that env; ``--set`` overrides them).
+TUNED: Mapping[str, Mapping[str, Any]] = {
+    **{env: MUJOCO for env in MUJOCO_ENVS},
+    # a short horizon, longer fragments; no global gradient clipping: early value errors are
+    # large, and clipping their norm together with the policy's starves the policy update
+    "Pendulum-v1": {"gamma": 0.9, "fragment_length": 256, "num_envs_per_worker": 4,
+                    "train_batch_size": 2048, "learner.lr": 1e-3, "learner.minibatch_size": 256,
+                    "learner.max_grad_norm": None},
+}
+
+__all__ = ["SPEC", "LEARNER", "LEARNER_CLASS", "MUJOCO", "MUJOCO_ENVS", "PPO", "TUNED", "decayed", "groups",
+           "plan"]
+
+#: what the registry reads (`rxrl.algos.ALGORITHMS`)
+SPEC = Algorithm("ppo", PPO, plan, groups, 100_000, TUNED,
+                 "proximal policy optimization, synchronous")

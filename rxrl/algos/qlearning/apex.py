@@ -1,0 +1,124 @@
+"""Ape-X: epsilon-greedy workers sample asynchronously into prioritized replay shards; a pipelined learner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+import attrs
+
+import rxrl
+from rxrl import ops
+from rxrl.algos.common import Start, float_in, instance_of, int_at_least
+from rxrl.algos.qlearning import dqn
+from rxrl.algos.qlearning.common import (
+    DQNGroups,
+    QSettings,
+    check,
+    env_spaces_of,
+    greedy,
+    make_q_groups,
+    snapshot,
+)
+from rxrl.algos.qlearning.steps import (
+    QProgress,
+    load_weights_if_sent,
+    sample_batches,
+    store_sample,
+    train_on_sample,
+    update_priorities,
+    weights_if_due,
+)
+from rxrl.algos.spec import Algorithm
+from rxrl.rl import DQNConfig, Metrics, QRolloutWorker, ReplayConfig, apex_epsilon
+
+#: The learner settings `ApeX` starts from: DQN's (`rxrl.algos.qlearning.dqn.LEARNER`: the target net
+#: copied every 50 optimizer steps) with prioritized replay (alpha 0.6, beta 0.4, as in the
+#: Ape-X paper).
+LEARNER = attrs.evolve(dqn.LEARNER, replay=ReplayConfig(prioritized=True))
+
+
+@attrs.frozen(kw_only=True)
+class ApeX(QSettings):
+    """Ape-X DQN (the worker, learner and replay settings are in `QSettings`).
+
+    Worker i of N explores with the fixed epsilon ``epsilon_base ** (1 + epsilon_exponent *
+    i / (N - 1))`` and keeps ``max_in_flight`` samples under way; each sample is stored in
+    one of ``num_shards`` prioritized replay shards (in turn), and its worker gets the
+    learner's current weights once ``max_weight_sync_delay`` of its env steps passed since
+    its last ones (1, the default: after every sample, as ``bench/dqn_loop.py --apex`` was
+    tuned). Shards answer in completion order; the learner, ``learner_queue`` calls
+    ahead, takes ``updates_per_call`` steps on one shard's batches per call and the new
+    priorities go back to that shard. ``calls_per_sample`` learner calls per sample keep the
+    training intensity. A record is reported every ``report_every`` learner calls, with the
+    episodes of the workers of the lowest epsilon. ``learner.epsilon_*`` do not apply.
+    """
+
+    num_shards: int = attrs.field(default=2, validator=int_at_least(1))
+    max_in_flight: int = attrs.field(default=2, validator=int_at_least(1))
+    max_weight_sync_delay: int = attrs.field(default=1, validator=int_at_least(1))
+    updates_per_call: int = attrs.field(default=4, validator=int_at_least(1))
+    report_every: int = attrs.field(default=8, validator=int_at_least(1))
+    epsilon_base: float = attrs.field(default=0.4, validator=float_in(0.0, 1.0))
+    epsilon_exponent: float = attrs.field(default=7.0, validator=float_in(0.0, 100.0))
+    learner: DQNConfig = attrs.field(default=LEARNER, validator=instance_of(DQNConfig))
+
+    def epsilon(self, index: int) -> float:
+        """Worker ``index``'s fixed epsilon."""
+        return apex_epsilon(index, self.num_workers, self.epsilon_base, self.epsilon_exponent)
+
+    @property
+    def calls_per_sample(self) -> float:
+        """Learner calls per worker sample: the round-robin weight of the train flow."""
+        return self.calls_per(self.sample_size)
+
+    @property
+    def reporting(self) -> list[int]:
+        """The workers whose episodes are reported: those of the lowest epsilon."""
+        lowest = min(self.epsilon(i) for i in range(self.num_workers))
+        return [i for i in range(self.num_workers) if self.epsilon(i) == lowest]
+
+    @property
+    def reply_queue(self) -> int:
+        """Weight replies under way: one waits behind its worker's samples in flight."""
+        return self.num_workers * self.max_in_flight + 1
+
+
+def groups(config: ApeX, start: Start | None = None) -> DQNGroups:
+    """The plan's actors: ``num_workers`` workers, one `DQNLearner`, ``num_shards`` shards."""
+    env_spaces_of(config, "apex")
+    return make_q_groups(config, config.epsilon, start, config.num_shards)
+
+
+def plan(config: ApeX, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:
+    """Ape-X as a plan: one `Metrics` record per ``report_every`` learner calls, forever."""
+    g = actors or groups(config)
+    progress = QProgress(config.num_workers, config.reporting, config.max_weight_sync_delay,
+                         config.report_every)
+    store = (rxrl.from_actors(g.workers, QRolloutWorker.sample)   # epsilon-greedy, each its own
+             | ops.gather(config.max_in_flight, tagged=True)      # completion order, tagged with the worker
+             | ops.call(g.replay, store_sample)                   # shards in turn; the worker's tag kept
+             | ops.map(progress.observe_stored)                   # env steps, episodes; weights due?
+             | ops.call(g.learner, weights_if_due, max_in_flight=config.reply_queue)
+             | ops.call(g.workers, load_weights_if_sent,          # routed by the tag: the sender only
+                        max_in_flight=config.reply_queue))
+    train = (rxrl.from_actors(g.replay, sample_batches(config.updates_per_call))  # or NOT_READY
+             | ops.gather(tagged=True)                            # completion order, tagged with the shard
+             | ops.call(g.learner, train_on_sample,               # pipelined: the next call waits
+                        max_in_flight=config.learner_queue)
+             | ops.call(g.replay, update_priorities,              # routed by the tag: back to its shard
+                        max_in_flight=config.learner_queue))
+    return (ops.alongside(train, store, weights=[config.calls_per_sample, 1])  # the training intensity
+            | ops.flat_map(progress.report))
+
+
+#: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies
+#: them for that env; ``--set`` overrides them).
+TUNED: Mapping[str, Mapping[str, Any]] = {}
+
+__all__ = ["SPEC", "LEARNER", "TUNED", "ApeX", "groups", "plan"]
+
+#: what the registry reads (`rxrl.algos.ALGORITHMS`)
+SPEC = Algorithm("apex", ApeX, plan, cast(Any, groups), 200_000, TUNED,
+                 "Ape-X DQN: asynchronous epsilon-greedy workers, prioritized replay shards, "
+                 "a pipelined learner", check_env=check("apex"), snapshot=snapshot(4), greedy=greedy)

@@ -1,0 +1,417 @@
+"""What the Q-learning plans (DQN, Ape-X) share: settings, env checks, actors, checkpoints, eval.
+
+``dqn.py`` and ``apex.py`` are their configs and plans; the steps those plans name are in
+``qsteps.py``. Rollout workers are `QRolloutWorker`s, the replay is one or more
+`ReplayShard` actors (``NOT_READY`` below ``learning_starts``: the plans have no special
+case for it), the learner a `DQNLearner`. ``rxrl train`` checkpoints all three: the
+learner's state, every shard's buffer (so that ``--resume`` continues with the replay it
+had) and the env steps sampled (the epsilon schedule's clock).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+import attrs
+import gymnasium as gym
+import numpy.typing as npt
+import torch
+
+import rxrl
+from rxrl import ops
+from rxrl.actors import ActorGroup
+from rxrl.algos.common import (
+    RolloutSettings,
+    Start,
+    for_workers,
+    instance_of,
+    int_at_least,
+    registered_id,
+    spaces_of,
+    worker_seed,
+)
+from rxrl.plan import Op
+from rxrl.rl import (
+    DQNConfig,
+    DQNLearner,
+    EnvSpaces,
+    LinearSchedule,
+    QRolloutWorker,
+    ReplayConfig,
+    ReplayShard,
+    make_q_network,
+)
+from rxrl.rl.data.transitions import IntArray
+from rxrl.rl.workers.qworker import TransitionWorker
+
+if TYPE_CHECKING:  # rxrl.training.checkpoint imports the algorithms: the type only, to avoid a cycle
+    from rxrl.algos.spec import Snapshot
+
+#: the `RolloutSettings` fields the Q-learning plans do not read, and where the setting lives
+A = TypeVar("A")
+W = TypeVar("W")
+L = TypeVar("L")
+
+_NOT_HERE = {"gamma": "learner.gamma", "lam": "nothing (no GAE in Q-learning)",
+             "policy": "learner.q_net"}
+
+
+class _HasReplay(Protocol):
+    @property
+    def replay(self) -> ReplayConfig: ...
+
+
+class ReplaySettings(Protocol):
+    """What the replay pieces read of a config (`QSettings`, `rxrl.algos.qlearning.sac.SAC`)."""
+
+    @property
+    def env(self) -> str: ...
+
+    @property
+    def env_kwargs(self) -> Mapping[str, Any]: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def learner_threads(self) -> int: ...
+
+    @property
+    def learner(self) -> _HasReplay: ...
+
+
+@attrs.frozen(kw_only=True)
+class QSettings(RolloutSettings):
+    """Settings of the Q-learning plans (the env, seed and worker counts are `RolloutSettings`').
+
+    Each of the ``num_workers`` `QRolloutWorker`s steps ``num_envs_per_worker`` envs
+    ``fragment_length`` times per sample, folding ``learner.n_step``-step returns with
+    ``learner.gamma``. The learner (`DQNLearner`, settings ``learner``, its replay
+    ``learner.replay`` and network ``learner.q_net``) takes ``updates_per_call`` optimizer
+    steps per call, each on a batch of its own; the plans replay
+    ``learner.training_intensity`` transitions per env step sampled, exactly, counting env
+    steps as vector-env steps times envs (an autoreset step, which only resets a finished
+    sub-env and yields no transition, counts: the intensity is a fixed round-robin weight).
+
+    ``gamma``, ``lam`` and ``policy`` of `RolloutSettings` do not apply here: setting one is
+    an error that names the setting to use. The learner trains on the CPU.
+    """
+
+    num_envs_per_worker: int = attrs.field(default=1, validator=int_at_least(1))
+    fragment_length: int = attrs.field(default=16, validator=int_at_least(1))
+    updates_per_call: int = attrs.field(default=8, validator=int_at_least(1))
+    #: learner calls under way at once (the plans' learner call is pipelined this deep)
+    learner_queue: int = attrs.field(default=2, validator=int_at_least(1))
+    learner: DQNConfig = attrs.field(factory=DQNConfig, validator=instance_of(DQNConfig))
+
+    def __attrs_post_init__(self) -> None:
+        name, defaults = type(self).__name__, RolloutSettings()
+        for field, instead in _NOT_HERE.items():
+            if getattr(self, field) != getattr(defaults, field):
+                raise ValueError(f"{name}.{field} does not apply to Q-learning: set {instead}")
+        if self.learner_device != "cpu":
+            raise ValueError(f"{name}.learner_device must be 'cpu': DQNLearner trains on the CPU")
+
+    @property
+    def sample_size(self) -> int:
+        """Env steps in one worker sample: ``num_envs_per_worker * fragment_length``."""
+        return self.num_envs_per_worker * self.fragment_length
+
+    def calls_per(self, env_steps: int) -> float:
+        """Learner calls that keep the training intensity over ``env_steps`` sampled:
+        ``training_intensity * env_steps / (batch_size * updates_per_call)``."""
+        replayed = self.learner.training_intensity * env_steps
+        return replayed / (self.learner.replay.batch_size * self.updates_per_call)
+
+
+# ---------------------------------------------------------------------------- environments
+
+
+def env_spaces_of(config: QSettings, algorithm: str) -> EnvSpaces:
+    """The env's spaces; ValueError (one line) unless the actions are Discrete and the
+    observations Box or Discrete, or the env id is unknown."""
+    try:
+        name = registered_id(config.env)
+        gym.spec(name)
+    except ImportError as e:
+        raise ValueError(f"cannot import the module of env {config.env!r}: {e}") from e
+    except gym.error.Error as e:
+        raise ValueError(f"unknown env id {config.env!r}: {e}") from e
+    spaces = spaces_of(config.env, config.env_kwargs)
+    if not isinstance(spaces.action, gym.spaces.Discrete):
+        raise ValueError(f"{algorithm} does not support the action space {spaces.action} of "
+                         f"{config.env}: it needs a Discrete one (a Q-value per action)")
+    if not isinstance(spaces.observation, gym.spaces.Box | gym.spaces.Discrete):
+        raise ValueError(f"{algorithm} does not support the observation space {spaces.observation} "
+                         f"of {config.env}; supported: Box and Discrete")
+    return spaces
+
+
+def check(algorithm: str) -> Callable[[QSettings, Mapping[str, Any] | None], None]:
+    """``rxrl train``'s check of the env and of a checkpoint's state against ``config``."""
+
+    def check_env_and_checkpoint(config: QSettings, state: Mapping[str, Any] | None) -> None:
+        """The env's spaces; that the checkpoint's Q-net and replay shards fit the config."""
+        spaces = env_spaces_of(config, algorithm)
+        if state is None:
+            return
+        own = make_q_network(spaces.observation, spaces.action, config.learner.q_net).state_dict()
+        saved = state["policy"]
+        if {k: tuple(v.shape) for k, v in own.items()} != {
+                k: tuple(getattr(v, "shape", ())) for k, v in saved.items()}:
+            raise ValueError(f"its Q-network does not fit the config (learner.q_net "
+                             f"{attrs.asdict(config.learner.q_net)}): resume with the q_net settings "
+                             "it was trained with")
+        check_replay(config, state)
+
+    return check_env_and_checkpoint
+
+
+def check_replay(config: ReplaySettings, state: Mapping[str, Any]) -> None:
+    """That a checkpoint's replay shards fit ``config`` (their number, capacity and kind)."""
+    shards = state.get("replay", [])
+    if len(shards) != num_shards(config):
+        raise ValueError(f"it holds {len(shards)} replay shard(s), the config {num_shards(config)}")
+    replay = config.learner.replay
+    for shard in shards:
+        buffer = shard["buffer"]
+        if int(buffer["capacity"]) != replay.capacity or ("priorities" in buffer) != replay.prioritized:
+            raise ValueError(f"its replay (capacity {buffer['capacity']}, prioritized "
+                             f"{'priorities' in buffer}) does not fit learner.replay (capacity "
+                             f"{replay.capacity}, prioritized {replay.prioritized})")
+
+
+def num_shards(config: ReplaySettings) -> int:
+    """Replay shards of ``config``'s plan (``num_shards``, or one)."""
+    return int(getattr(config, "num_shards", 1))
+
+
+# ------------------------------------------------------------------------ actors of a plan
+
+
+@attrs.frozen
+class QWorkerFactory:
+    """``index -> QRolloutWorker`` with ``epsilon(index)``; picklable, so a Ray actor builds it.
+
+    From a checkpoint (``start``): reseeded as `torch_workers` does, the checkpoint's Q-net
+    weights, and its env step count (the epsilon schedule continues where it was).
+    """
+
+    settings: QSettings
+    epsilon: Callable[[int], float | LinearSchedule]
+    start: Start | None = attrs.field(default=None, converter=for_workers)
+
+    def __call__(self, index: int) -> QRolloutWorker:
+        s, start = self.settings, self.start
+        worker = QRolloutWorker(registered_id(s.env), s.num_envs_per_worker, s.fragment_length,
+                                seed=worker_seed(s, start), worker_index=index, epsilon=self.epsilon(index),
+                                n_step=s.learner.n_step, gamma=s.learner.gamma, q_net=s.learner.q_net,
+                                env_kwargs=s.env_kwargs)
+        return resumed(worker, start, s.num_workers)
+
+
+TW = TypeVar("TW", bound=TransitionWorker)
+RL = TypeVar("RL", bound="Restorable")
+
+
+class Restorable(Protocol):
+    """A learner a checkpoint restores."""
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a ``state_dict()``."""
+        ...
+
+
+def resumed(worker: TW, start: Start | None, num_workers: int) -> TW:
+    """A new transition worker, brought to ``start``'s checkpoint if given: its weights, and
+    its share of the env steps sampled (the exploration clock: epsilon, SAC's random steps)."""
+    if start is not None:
+        worker.set_weights(start.weights())
+        worker.env_steps = int(start.learner_state.get("env_steps_sampled", 0)) // num_workers
+    return worker
+
+
+@attrs.frozen
+class ReplayLearnerFactory(Generic[RL]):
+    """``index -> cls(env, settings.learner, seed=..., env_kwargs=...)`` (a `DQNLearner` or a
+    `SACLearner`: initial weights from the seed, as the workers'), restoring ``start``."""
+
+    cls: Callable[..., RL]
+    settings: ReplaySettings
+    start: Start | None = None
+
+    def __call__(self, index: int) -> RL:
+        s = self.settings
+        torch.set_num_threads(s.learner_threads)
+        learner = self.cls(registered_id(s.env), s.learner, seed=s.seed, env_kwargs=s.env_kwargs)
+        if self.start is not None:
+            learner.load_state_dict(self.start.learner_state)
+        return learner
+
+
+@attrs.frozen
+class ShardFactory:
+    """``index -> ReplayShard`` seeded with ``(seed, index)``, restoring ``start``'s buffer."""
+
+    settings: ReplaySettings
+    start: Start | None = None
+
+    def __call__(self, index: int) -> ReplayShard:
+        shard = ReplayShard(self.settings.learner.replay, seed=self.settings.seed, shard_index=index)
+        if self.start is not None and "replay" in self.start.learner_state:
+            shard.load_state_dict(self.start.learner_state["replay"][index])
+        return shard
+
+
+@attrs.frozen
+class QGroups(Generic[W, L]):
+    """The actors of a Q-learning plan: rollout workers, the learner, the replay shards, and
+    how many learner calls the plan pipelines (``learner_queue``: a checkpoint step reads
+    that far ahead, so that its call to the learner does not wait behind them)."""
+
+    workers: ActorGroup[W]
+    learner: ActorGroup[L]
+    replay: ActorGroup[ReplayShard]
+    start: Start | None = None
+    learner_queue: int = 1
+
+
+@attrs.frozen
+class Pickled(Generic[A]):
+    """A factory kept as its pickle, unpickled when called.
+
+    A `Tagged` item carries its actor group, and a group pickles with its factory; the Ape-X
+    plan sends ~10 tagged items across processes per sample, so a factory holding a config
+    (~1.2 KB, ~35 us to pickle and unpickle) would cost the driver a few per cent. As bytes
+    it costs a copy (see the final report of issue 11: a group could pickle by key alone).
+    """
+
+    blob: bytes
+
+    @staticmethod
+    def of(factory: Callable[[int], A]) -> Pickled[A]:
+        """``factory``, pickled once."""
+        return Pickled(pickle.dumps(factory))
+
+    def __call__(self, index: int) -> A:
+        factory: Callable[[int], A] = pickle.loads(self.blob)
+        return factory(index)
+
+
+#: the actors of the DQN and Ape-X plans
+DQNGroups = QGroups[QRolloutWorker, DQNLearner]
+
+
+class Stateful(Protocol):
+    """A learner whose state a checkpoint holds."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """A copy of everything needed to resume."""
+        ...
+
+
+def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSchedule],
+                  start: Start | None, shards: int = 1) -> DQNGroups:
+    """``num_workers`` workers (``epsilon(i)`` each), a `DQNLearner` and ``shards`` replay shards."""
+    workers = rxrl.indexed_actors(Pickled.of(QWorkerFactory(config, epsilon, start)), config.num_workers,
+                                  name="QRolloutWorker")
+    learner = rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQNLearner, config, start)), 1,
+                                  name="DQNLearner")
+    replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), shards, name="ReplayShard")
+    return QGroups(workers, learner, replay, start, config.learner_queue)
+
+# ------------------------------------------------------------------ rxrl train's checkpoints
+
+
+def learner_state_if_due(learner: Stateful, snapshot: Snapshot) -> Snapshot:
+    """On the learner: its state, with an empty list of replay shards, on a due record."""
+    if not snapshot.due:
+        return snapshot
+    return attrs.evolve(snapshot, state={**learner.state_dict(), "replay": []})
+
+
+def shard_state_if_due(shard: ReplayShard, snapshot: Snapshot) -> Snapshot:
+    """On a replay shard: its buffer appended to a due record's state."""
+    if not snapshot.due or snapshot.state is None:
+        return snapshot
+    state = {**snapshot.state, "replay": [*snapshot.state["replay"], shard.state_dict()]}
+    return attrs.evolve(snapshot, state=state)
+
+
+@attrs.frozen
+class Fixed:
+    """A ``route`` that always picks actor ``index``."""
+
+    index: int
+
+    def __call__(self, _: object) -> int:
+        return self.index
+
+
+@attrs.frozen
+class EnvSteps:
+    """Driver side: the env steps sampled since the first run, added to a due record's state."""
+
+    base: int
+
+    def __call__(self, snapshot: Snapshot) -> Snapshot:
+        if snapshot.state is None:
+            return snapshot
+        steps = self.base + snapshot.metrics.env_steps_sampled
+        return attrs.evolve(snapshot, state={**snapshot.state, "env_steps_sampled": steps})
+
+
+def snapshot(in_flight: int) -> Callable[[QGroups[Any, Any]], Op[Any, Any]]:
+    """``rxrl train``'s checkpoint step: the learner's state, then every shard's, then the env
+    steps (``in_flight``, at least the plan's ``learner_queue``: calls pipelined, so that the
+    step's call to the learner, queued behind the plan's own, does not hold the run up).
+
+    Each record makes a call to the learner and one to every shard (a state only on a due
+    record). With the plan's learner calls pipelined, the learner answers the step's call for
+    record n only after the calls already queued ahead of it; a step that waited for that
+    answer before asking for record n + 1 would stop the pipeline at every record (DQN on Ray
+    ran ~1.8x slower through ``rxrl train`` than without the step). So the step reads ahead
+    as far as the plan pipelines (the shards' calls, behind no pipeline of the plan's, need not
+    for DQN), and a checkpoint's learner and replay states hold those calls' updates and the
+    rounds stored meanwhile (docs/algorithms.md)."""
+
+    def snapshot_learner_and_replay(actors: QGroups[Any, Any]) -> Op[Any, Any]:
+        """Learner, shards in index order, env steps."""
+        ahead = max(in_flight, actors.learner_queue)
+        op: Op[Any, Any] = ops.call(actors.learner, learner_state_if_due, max_in_flight=ahead)
+        for index in range(actors.replay.size):
+            op = op | ops.call(actors.replay, shard_state_if_due, route=Fixed(index),
+                               max_in_flight=in_flight)
+        base = 0 if actors.start is None else int(actors.start.learner_state.get("env_steps_sampled", 0))
+        return op | ops.map(EnvSteps(base))
+
+    return snapshot_learner_and_replay
+
+# ------------------------------------------------------------------------------------ eval
+
+
+def greedy(config: QSettings, state: Mapping[str, Any]) -> Callable[..., Any]:
+    """``rxrl eval``'s policy of a checkpoint: the argmax of its Q-network."""
+    spaces = env_spaces_of(config, "eval")
+    q_net = make_q_network(spaces.observation, spaces.action, config.learner.q_net, config.seed)
+    try:
+        q_net.load_state_dict(state["policy"])
+    except (RuntimeError, KeyError, TypeError) as e:
+        raise ValueError(f"the Q-network does not fit its config ({' '.join(str(e).split())[:200]})") from e
+
+    def act(obs: npt.NDArray[Any], deterministic: bool = True) -> tuple[IntArray, None, None]:
+        """The greedy actions of a batch of observations."""
+        return q_net.greedy(obs), None, None
+
+    return act
+
+
+__all__ = [
+    "DQNGroups", "EnvSteps", "Fixed", "Pickled", "QGroups", "QSettings",
+    "QWorkerFactory", "ReplayLearnerFactory", "ReplaySettings", "ShardFactory", "Stateful", "check",
+    "check_replay", "resumed",
+    "env_spaces_of", "greedy", "learner_state_if_due", "make_q_groups", "num_shards",
+    "shard_state_if_due", "snapshot",
+]

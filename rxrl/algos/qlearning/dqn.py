@@ -1,0 +1,99 @@
+"""DQN: workers store rounds in a replay actor; the learner trains from it at a fixed training intensity."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+import attrs
+
+import rxrl
+from rxrl import ops
+from rxrl.algos.common import Start, instance_of, int_at_least
+from rxrl.algos.qlearning.common import (
+    DQNGroups,
+    QSettings,
+    check,
+    env_spaces_of,
+    greedy,
+    make_q_groups,
+    snapshot,
+)
+from rxrl.algos.qlearning.steps import QProgress, sample_batches, set_q_weights, store_round, train_on_batches
+from rxrl.algos.spec import Algorithm
+from rxrl.rl import DQNConfig, LinearSchedule, Metrics, QRolloutWorker, epsilon_schedule
+
+#: The learner settings `DQN` starts from: `DQNConfig()` (tuned in a plain loop, docs/rl.md)
+#: with the target net copied every 50 optimizer steps instead of 100, which reaches 475
+#: within 100k env steps on seeds 0-2 through the plan (docs/algorithms.md has the sweep).
+LEARNER = DQNConfig(target_update_interval=50)
+
+
+@attrs.frozen(kw_only=True)
+class DQN(QSettings):
+    """Deep Q-learning (the worker, learner and replay settings are in `QSettings`).
+
+    Every round, each of the ``num_workers`` workers samples one fragment with the current
+    weights, epsilon-greedily (epsilon from ``learner.epsilon_start`` to ``epsilon_end``
+    over ``learner.exploration_fraction`` of ``exploration_steps`` env steps; ``rxrl train``
+    sets it to ``--steps``), and the round is stored in the replay. Once it holds
+    ``learner.replay.learning_starts`` transitions, the learner takes ``updates_per_call``
+    steps per call on replayed batches, ``calls_per_round`` calls per round (the training
+    intensity), and the new weights reach every worker before its next fragment.
+
+    With ``learner_queue`` k > 1 the learner call is pipelined: the driver hands the learner
+    its next call before taking the result of the current one, so the workers sample (and
+    the replay stores) while the learner trains; the weights a round is sampled with are then
+    up to k - 1 calls older. The run stays a function of the seed (the pipeline's order is
+    fixed: docs/semantics.md).
+    """
+
+    exploration_steps: int = attrs.field(default=100_000, validator=int_at_least(1))
+    learner: DQNConfig = attrs.field(default=LEARNER, validator=instance_of(DQNConfig))
+
+    def epsilon(self, index: int) -> LinearSchedule:
+        """Worker ``index``'s epsilon, by its own env steps (each takes its share of the decay)."""
+        c = self.learner
+        return epsilon_schedule(c.epsilon_start, c.epsilon_end, c.exploration_fraction,
+                                self.exploration_steps, self.num_workers)
+
+    @property
+    def calls_per_round(self) -> float:
+        """Learner calls per round: the round-robin weight of the train flow."""
+        return self.calls_per(self.round_size)
+
+
+def groups(config: DQN, start: Start | None = None) -> DQNGroups:
+    """The plan's actors: ``num_workers`` workers, one `DQNLearner`, one replay shard."""
+    env_spaces_of(config, "dqn")
+    return make_q_groups(config, config.epsilon, start)
+
+
+def plan(config: DQN, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:
+    """DQN as a plan: one `Metrics` record per learner call, forever."""
+    g = actors or groups(config)
+    progress = QProgress()
+    store = (rxrl.from_actors(g.workers, QRolloutWorker.sample)   # Shards[TransitionBatch]: a fragment each
+             | ops.barrier()                                     # one round, all sampled with one weights
+             | ops.call(g.replay, store_round)                   # into the replay; episodes come back
+             | ops.map(progress.observe_stored_round))           # env steps, episodes
+    train = (rxrl.from_actors(g.replay, sample_batches(config.updates_per_call))  # or NOT_READY
+             | ops.gather()                                      # (until learning_starts)
+             | ops.call(g.learner, train_on_batches,              # a step per batch; target by steps;
+                        max_in_flight=config.learner_queue)      # the next call waits at the learner
+             | ops.broadcast(g.workers, set_q_weights)           # reaches every worker before its next sample
+             | ops.map(progress.observe_trained))                # Metrics
+    return ops.alongside(train, store, weights=[config.calls_per_round, 1])  # the training intensity
+
+
+#: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies
+#: them for that env; ``--set`` overrides them).
+TUNED: Mapping[str, Mapping[str, Any]] = {}
+
+__all__ = ["SPEC", "DQN", "LEARNER", "TUNED", "groups", "plan"]
+
+#: what the registry reads (`rxrl.algos.ALGORITHMS`)
+SPEC = Algorithm("dqn", DQN, plan, cast(Any, groups), 100_000, TUNED,
+                 "deep Q-learning (double, n-step) from a replay actor at a fixed training intensity",
+                 check_env=check("dqn"), snapshot=snapshot(1), greedy=greedy,
+                 budget_settings=("exploration_steps",))

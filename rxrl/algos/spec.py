@@ -1,0 +1,78 @@
+"""An algorithm's spec (`Algorithm`), the one record the registry, the CLI and `rxrl.train` read,
+and `Snapshot`, the item an algorithm's checkpoint step passes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from rxrl.algos.common import Groups, RolloutSettings, Start
+from rxrl.plan import Plan
+from rxrl.rl.data.metrics import Metrics
+
+if TYPE_CHECKING:
+    from rxrl.algos.multi_agent.ma_ppo import GreedyReturns
+
+
+@attrs.frozen(eq=False)
+class Snapshot:
+    """A plan's `Metrics` record, with the learner's state when a checkpoint is due."""
+
+    metrics: Metrics
+    due: bool = False
+    state: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class Algorithm:
+    """An algorithm's spec: the config class, the plan function and what `rxrl.train` needs.
+
+    Each algorithm module ends with one ``SPEC = Algorithm(...)``; the registry
+    (`rxrl.algos.ALGORITHMS`) reads it, and the CLI's choices and help come from the registry.
+
+    ``plan(config, groups)`` builds the plan on the actors ``groups(config, start)`` made
+    (``plan(config)`` makes them itself). ``default_steps`` is ``rxrl train``'s default
+    budget; ``tuned`` maps env ids to settings that learn faster there. ``records_in_flight``
+    is how many records ``rxrl train``'s checkpoint step may have at the learner at once:
+    1 for the synchronous algorithms (each record's snapshot before the next update);
+    more for those whose learner keeps training meanwhile, so that the driver never waits
+    for a snapshot behind the queued batches.
+    """
+
+    name: str
+    config: type[RolloutSettings]
+    plan: Callable[[Any, Any], Plan[Metrics]]
+    groups: Callable[[Any, Start | None], Groups[Any]]
+    default_steps: int
+    tuned: Mapping[str, Mapping[str, Any]]
+    summary: str
+    records_in_flight: int = 1
+    #: the algorithm's own check of its env (and of a checkpoint's learner state), for envs
+    #: that are not single-agent gymnasium ids (multi-agent); None: `env_spaces` and the
+    #: policy check of a resume
+    check_env: Callable[[Any, Mapping[str, Any] | None], object] | None = None
+    #: the checkpoint step ``rxrl train`` appends, for plans with more than one learner:
+    #: ``snapshot(groups)`` is an operator that attaches every learner's state to a due
+    #: `Snapshot`; None: ``call(groups.learner, snapshot_if_due)``
+    snapshot: Callable[[Any], Any] | None = None
+    #: ``rxrl eval``'s greedy policy of a checkpoint, for learners whose policy is not an
+    #: actor-critic: ``greedy(config, learner_state) -> act(obs_batch, deterministic=True)``
+    #: returning ``(actions, _, _)``; None: the config's actor-critic
+    greedy: Callable[[Any, Mapping[str, Any]], Callable[..., Any]] | None = None
+    #: ``rxrl eval`` of a multi-agent checkpoint: ``evaluate(config, learner_state, episodes,
+    #: seed)`` returns the greedy episodes' returns, per env episode and per agent; None: a
+    #: single-agent env (``greedy``, or the config's actor-critic)
+    evaluate: Callable[[Any, Mapping[str, Any], int, int], GreedyReturns] | None = None
+    #: settings that ``rxrl train`` sets to ``--steps`` (schedules over the run), besides
+    #: ``lr_decay_steps``
+    budget_settings: tuple[str, ...] = ()
+
+    def build(self, config: RolloutSettings, start: Start | None = None) -> tuple[Plan[Metrics], Groups[Any]]:
+        """The plan and its actors, so that a caller can add operators naming the learner."""
+        actors = self.groups(config, start)
+        return self.plan(config, actors), actors
+
+
+__all__ = ["Algorithm", "Snapshot"]

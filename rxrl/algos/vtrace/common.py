@@ -1,0 +1,162 @@
+"""What the asynchronous V-trace plans (IMPALA, APPO) share: settings, actors, and the items they pass.
+
+The plans (``impala.py``, ``appo.py``) read::
+
+    from_actors(workers, RolloutWorker.sample_fragment)   # raw fragments, behaviour log-probs
+    | gather(max_in_flight, tagged=True)                  # completion order, tagged with the worker
+    | call(learner, learn_on_batches(config), max_in_flight=config.learner_queue)
+    | call(workers, load_weights_if_sent, max_in_flight=config.reply_queue)
+    | flat_map(progress.observe_reply)                    # one Metrics record per update
+
+Fragments go worker → learner as object refs on Ray (the driver reads only the tags); the
+learner buffers them into batches of ``train_batch_size`` rows, trains, and answers each
+fragment with a `Reply` that carries new weights when the sender is due some; the reply goes
+learner → sender, which loads them; only the reply's small rest (episodes, the report)
+reaches the driver.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import attrs
+
+from rxrl.actors import Tagged
+from rxrl.algos.common import (
+    Groups,
+    Progress,
+    RolloutSettings,
+    Start,
+    env_spaces,
+    episodes_of,
+    int_at_least,
+    make_groups,
+    optional,
+    set_learning_rate,
+)
+from rxrl.rl import EpisodeStats, Metrics, RolloutWorker
+from rxrl.rl.data.fragment import Fragment
+from rxrl.rl.learners.vtrace import VersionedWeights, VTraceLearner, VTraceMetrics
+
+
+@attrs.frozen(kw_only=True)
+class VTraceSettings(RolloutSettings):
+    """Settings of the asynchronous V-trace plans (the rollout settings are in `RolloutSettings`).
+
+    Each of the ``num_workers`` workers keeps ``max_in_flight`` fragments (``num_envs_per_worker``
+    × ``fragment_length`` transitions each) under way and samples with whatever weights it has;
+    the learner trains once ``train_batch_size`` transitions of whole fragments arrived, and a
+    worker is sent new weights with the reply to its next fragment once ``broadcast_interval``
+    updates passed since its last ones. ``gamma`` and ``lam`` are V-trace's discount and trace
+    coefficient (``c = lam * min(c_clip, ratio)``; the workers compute no advantages). The
+    learning rate decays linearly from ``learner.lr`` to 0 over ``lr_decay_steps`` trained
+    transitions (``rxrl train`` sets it to ``--steps``); None keeps it constant.
+    """
+
+    supports_normalization: ClassVar[bool] = True
+
+    max_in_flight: int = attrs.field(default=1, validator=int_at_least(1))
+    train_batch_size: int = attrs.field(default=512, validator=int_at_least(1))
+    broadcast_interval: int = attrs.field(default=1, validator=int_at_least(1))
+    lr_decay_steps: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
+
+    def __attrs_post_init__(self) -> None:
+        name, learner = type(self).__name__, getattr(self, "learner", None)
+        minibatch = getattr(learner, "minibatch_size", None)
+        if minibatch is not None:
+            if minibatch % self.fragment_length:
+                raise ValueError(f"{name}.learner.minibatch_size ({minibatch}) must be a multiple of "
+                                 f"{name}.fragment_length ({self.fragment_length}): minibatches "
+                                 "are whole sequences")
+            if minibatch > self.batch_rows:
+                raise ValueError(f"{name}.learner.minibatch_size ({minibatch}) must not exceed a "
+                                 f"batch ({self.batch_rows} transitions: {name}.train_batch_size "
+                                 "rounded up to whole fragments)")
+
+    @property
+    def fragment_size(self) -> int:
+        """Transitions in one worker fragment."""
+        return self.num_envs_per_worker * self.fragment_length
+
+    @property
+    def fragments_per_batch(self) -> int:
+        """Whole fragments in one train batch."""
+        return math.ceil(self.train_batch_size / self.fragment_size)
+
+    @property
+    def batch_rows(self) -> int:
+        """Transitions in one train batch (``train_batch_size`` rounded up to whole fragments)."""
+        return self.fragments_per_batch * self.fragment_size
+
+    @property
+    def learner_queue(self) -> int:
+        """Fragments submitted to the learner ahead of its oldest reply: two batches' worth, so
+        that the next batch is waiting while the learner trains."""
+        return 2 * self.fragments_per_batch
+
+    @property
+    def reply_queue(self) -> int:
+        """Replies submitted to workers ahead of the oldest one's answer: a reply waits behind
+        its worker's ``max_in_flight`` samples, so the driver must not wait for it."""
+        return self.num_workers * self.max_in_flight + 1
+
+
+def vtrace_groups(config: VTraceSettings, cls: Callable[..., VTraceLearner], learner_config: Any,
+                  algorithm: str, start: Start | None = None) -> Groups[Any]:
+    """The plan's actors: rollout workers and one V-trace learner (discount and trace from
+    ``config``); the env is checked first."""
+    env_spaces(config, algorithm)
+    return make_groups(config, cls, learner_config, start, gamma=config.gamma, lam=config.lam)
+
+
+# ------------------------------------------------------------------ items and plan functions
+
+
+@attrs.frozen(eq=False)
+class Reply:
+    """The learner's answer to one fragment: the fragment's episodes (rows dropped), the
+    report when the fragment completed a batch, and new weights for the sender when due."""
+
+    episodes: EpisodeStats
+    report: VTraceMetrics | None = None
+    weights: VersionedWeights | None = None
+
+
+def learn_on_batches(config: VTraceSettings) -> Callable[[VTraceLearner, Tagged[Fragment]], Tagged[Reply]]:
+    """The learner side: buffer each fragment, train on every full batch, weights for the sender."""
+
+    def learn_on_batches(learner: VTraceLearner, item: Tagged[Fragment]) -> Tagged[Reply]:
+        """Add the fragment; train once ``train_batch_size`` rows wait; reply to the sender."""
+        if config.lr_decay_steps is not None:
+            done = learner.env_steps_trained / config.lr_decay_steps
+            set_learning_rate(learner, learner.config.lr * max(0.0, 1.0 - done))
+        report = learner.add_fragment(item.value, config.train_batch_size)
+        weights = learner.weights_for(item.shard, config.broadcast_interval)
+        return item.with_value(Reply(episodes_of(item.value.batch), report, weights))
+
+    return learn_on_batches
+
+
+def load_weights_if_sent(worker: RolloutWorker, item: Tagged[Reply]) -> Reply:
+    """On the sender: load the reply's weights (and their version), if any; pass the rest on."""
+    sent = item.value.weights
+    if sent is None:
+        return item.value
+    # a writable copy: weights that arrive through Ray's object store are read-only views
+    worker.set_weights({k: v.copy() for k, v in sent.weights.items()}, version=sent.version)
+    return attrs.evolve(item.value, weights=None)
+
+
+class VTraceProgress(Progress):
+    """`Progress` for the V-trace plans: episodes from every reply, a record per update."""
+
+    def observe_reply(self, reply: Reply) -> list[Metrics]:
+        """Count the fragment's episodes and env steps; a `Metrics` record if it was trained on."""
+        self.observe_episodes(reply.episodes)
+        return [] if reply.report is None else [self.observe_train(reply.report)]
+
+
+__all__ = ["Reply", "VTraceProgress", "VTraceSettings", "learn_on_batches", "load_weights_if_sent",
+           "vtrace_groups"]

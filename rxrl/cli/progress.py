@@ -1,0 +1,73 @@
+"""``rxrl train``'s live progress line on stderr, fed by a `rxrl.training.Callback`."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import deque
+from typing import IO, TYPE_CHECKING
+
+from rxrl.rl.data.metrics import Metrics
+from rxrl.training.callbacks import Callback
+
+if TYPE_CHECKING:
+    from rxrl.training.trainer import Trainer, TrainResult
+
+
+class ProgressLine:
+    """The live progress line on stderr: rewritten in place on a terminal, else every few seconds."""
+
+    def __init__(self, label: str, total: int, stream: IO[str] = sys.stderr) -> None:
+        self.label, self.total, self.stream = label, total, stream
+        self.tty = stream.isatty()
+        self.recent: deque[tuple[float, int]] = deque()
+        self.last_print = -math.inf
+
+    def update(self, m: Metrics, final: bool = False) -> None:
+        """Show ``m``; a rate over the last ~10 s of wall time."""
+        now = time.perf_counter()
+        self.recent.append((now, m.env_steps_sampled))
+        while len(self.recent) > 2 and now - self.recent[0][0] > 10:
+            self.recent.popleft()
+        if not final and now - self.last_print < (0.2 if self.tty else 5.0):
+            return
+        self.last_print = now
+        (t0, s0), (t1, s1) = self.recent[0], self.recent[-1]
+        rate = (s1 - s0) / (t1 - t0) if t1 > t0 else math.nan
+        ret = "     n/a" if math.isnan(m.episode_return_mean) else f"{m.episode_return_mean:8.1f}"
+        pct = min(100.0, 100.0 * m.env_steps_sampled / self.total)
+        mins, secs = divmod(int(m.time_s), 60)
+        line = (f"{self.label} | steps {m.env_steps_sampled:>9,}/{self.total:,} ({pct:3.0f}%) | "
+                f"return {ret} | {rate:7,.0f} steps/s | {mins:d}:{secs:02d}")
+        if self.tty:
+            self.stream.write("\r" + line + ("\n" if final else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+
+class Progress(Callback):
+    """A `ProgressLine` kept by a trainer's callbacks: every record, and the last one at the end."""
+
+    def __init__(self, stream: IO[str] = sys.stderr) -> None:
+        self.stream = stream
+        self.line: ProgressLine | None = None
+
+    def on_start(self, trainer: Trainer) -> None:
+        """Open the line with the run's label and budget."""
+        self.line = ProgressLine(trainer.label, trainer.total, self.stream)
+
+    def on_iteration(self, trainer: Trainer, record: Metrics) -> None:
+        """Show ``record`` (at most every 0.2 s on a terminal, 5 s otherwise)."""
+        if self.line is not None:
+            self.line.update(record)
+
+    def on_end(self, trainer: Trainer, result: TrainResult) -> None:
+        """Show the last record."""
+        if self.line is not None and trainer.last is not None:
+            self.line.update(trainer.last, final=True)
+
+
+__all__ = ["Progress", "ProgressLine"]

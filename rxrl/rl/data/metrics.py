@@ -1,0 +1,207 @@
+"""Metrics records that flow through plans, and an accumulator that makes them cumulative."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from rxrl.rl.data.batch import SampleBatch
+
+
+class Episodes(Protocol):
+    """What `MetricsAccumulator.observe_samples` reads of a batch: the episodes that ended
+    while it was sampled and the env steps stepped for it (`SampleBatch`, `TransitionBatch`)."""
+
+    @property
+    def episode_returns(self) -> npt.NDArray[np.float32]:
+        """Returns of the episodes that ended."""
+        ...
+
+    @property
+    def episode_lengths(self) -> npt.NDArray[np.int64]:
+        """Lengths of the episodes that ended."""
+        ...
+
+    @property
+    def env_steps(self) -> int:
+        """Env transitions stepped to produce the batch."""
+        ...
+
+
+
+@attrs.frozen(eq=False)
+class EpisodeStats:
+    """A rows-free `Episodes`: the episodes that ended while some batches were sampled and the
+    env steps stepped for them. What crosses processes instead of a batch when only its
+    episodes count (a learner's reply, a replay shard's answer): a few arrays, ~3x cheaper to
+    pickle than an empty `SampleBatch`."""
+
+    episode_returns: npt.NDArray[np.float32]
+    episode_lengths: npt.NDArray[np.int64]
+    env_steps: int
+
+    @staticmethod
+    def of(batches: Sequence[Episodes]) -> EpisodeStats:
+        """The episodes and env steps of ``batches`` together."""
+        if len(batches) == 1:
+            b = batches[0]
+            return EpisodeStats(b.episode_returns, b.episode_lengths, b.env_steps)
+        return EpisodeStats(np.concatenate([b.episode_returns for b in batches]).astype(np.float32),
+                            np.concatenate([b.episode_lengths for b in batches]).astype(np.int64),
+                            sum(b.env_steps for b in batches))
+
+
+@attrs.frozen
+class SampleMetrics:
+    """What one sampled batch says about the environment (NaN returns if no episode ended)."""
+
+    env_steps: int
+    episodes: int
+    episode_return_mean: float
+    episode_return_min: float
+    episode_return_max: float
+    episode_length_mean: float
+
+    @staticmethod
+    def from_batch(batch: SampleBatch) -> SampleMetrics:
+        """Summarize the episodes that ended while `batch` was sampled."""
+        returns, lengths = batch.episode_returns, batch.episode_lengths
+        if len(returns) == 0:
+            nan = math.nan
+            return SampleMetrics(batch.env_steps, 0, nan, nan, nan, nan)
+        return SampleMetrics(
+            env_steps=batch.env_steps,
+            episodes=len(returns),
+            episode_return_mean=float(returns.mean()),
+            episode_return_min=float(returns.min()),
+            episode_return_max=float(returns.max()),
+            episode_length_mean=float(lengths.mean()),
+        )
+
+
+@attrs.frozen
+class TrainMetrics:
+    """What one learner update (`train` or `apply_gradients`) reports.
+
+    Losses, entropy and KL are means over the minibatch updates that ran; `grad_norm` is
+    the mean pre-clipping global gradient norm; `approx_kl` is the "k3" estimator
+    `E[(r - 1) - log r]`; `clip_fraction` the share of ratios outside the clip range (0
+    for A2C); `explained_variance` compares the batch's value targets with its behaviour
+    values. `env_steps_trained` is the batch length, `num_updates` the optimizer steps.
+    """
+
+    policy_loss: float
+    value_loss: float
+    entropy: float
+    approx_kl: float
+    clip_fraction: float
+    grad_norm: float
+    explained_variance: float
+    env_steps_trained: int
+    num_updates: int
+    learner_time_s: float
+
+
+@attrs.frozen
+class Metrics:
+    """A cumulative progress record, one per training iteration.
+
+    Episode statistics cover the last `window` episodes (100 by default, as RLlib and SB3
+    report), NaN before the first episode ends. Step counts are cumulative;
+    `steps_per_s` is environment steps sampled per second of wall time since the previous
+    record; `time_s` is the wall time since the accumulator started. `train` is the latest
+    learner report, if any.
+    """
+
+    iteration: int
+    env_steps_sampled: int
+    env_steps_trained: int
+    episodes: int
+    episode_return_mean: float
+    episode_return_min: float
+    episode_return_max: float
+    episode_length_mean: float
+    steps_per_s: float
+    time_s: float
+    train: TrainMetrics | None = None
+
+    def as_row(self) -> dict[str, float]:
+        """A flat `{name: number}` dict, train fields prefixed `train/`, for loggers."""
+        row: dict[str, float] = {
+            k: float(v) for k, v in attrs.asdict(self, recurse=False).items() if k != "train"
+        }
+        if self.train is not None:
+            row.update({f"train/{k}": float(v) for k, v in attrs.asdict(self.train).items()})
+        return row
+
+
+class MetricsAccumulator:
+    """Turns per-iteration batches and learner reports into cumulative `Metrics`.
+
+    Stateful and driver-side: use its bound methods as plan functions, e.g.
+    `ops.map(acc.observe_samples)` (passes the batch on) before the learner and
+    `ops.map(acc.observe_train)` (a `TrainMetrics` in, a `Metrics` out) after it. Do not
+    put it inside a sharded (per-actor) part of a plan: each actor would get its own copy.
+    `clock` returns seconds; inject a fake one for deterministic tests.
+    """
+
+    def __init__(self, window: int = 100, clock: Callable[[], float] = time.perf_counter) -> None:
+        if window < 1:
+            raise ValueError(f"MetricsAccumulator: window must be >= 1, got {window}")
+        self._clock = clock
+        self._returns: deque[float] = deque(maxlen=window)
+        self._lengths: deque[int] = deque(maxlen=window)
+        self._start = self._last_time = clock()
+        self._sampled = self._last_sampled = self._trained = self._episodes = 0
+        self._iteration = 0
+
+    def observe_samples(self, batch: SampleBatch) -> SampleBatch:
+        """Record the batch's episodes and env steps; return the batch unchanged."""
+        self.observe_episodes(batch)
+        return batch
+
+    def observe_episodes(self, batch: Episodes) -> None:
+        """Record the episodes and env steps of any `Episodes`: a `SampleBatch`, a
+        `TransitionBatch`, or a rows-free summary of either."""
+        self._returns.extend(batch.episode_returns.tolist())
+        self._lengths.extend(batch.episode_lengths.tolist())
+        self._episodes += len(batch.episode_returns)
+        self._sampled += batch.env_steps
+
+    def observe_train(self, train: TrainMetrics) -> Metrics:
+        """Record a learner report and return the cumulative record for this iteration."""
+        self._trained += train.env_steps_trained
+        return self.record(train)
+
+    def record(self, train: TrainMetrics | None = None) -> Metrics:
+        """Close an iteration: the cumulative record now, with `train` attached."""
+        now = self._clock()
+        elapsed = now - self._last_time
+        rate = (self._sampled - self._last_sampled) / elapsed if elapsed > 0 else math.nan
+        self._last_time, self._last_sampled = now, self._sampled
+        self._iteration += 1
+        returns = np.asarray(self._returns, dtype=np.float64)
+        have = len(returns) > 0
+        return Metrics(
+            iteration=self._iteration,
+            env_steps_sampled=self._sampled,
+            env_steps_trained=self._trained,
+            episodes=self._episodes,
+            episode_return_mean=float(returns.mean()) if have else math.nan,
+            episode_return_min=float(returns.min()) if have else math.nan,
+            episode_return_max=float(returns.max()) if have else math.nan,
+            episode_length_mean=float(np.mean(self._lengths)) if have else math.nan,
+            steps_per_s=rate,
+            time_s=now - self._start,
+            train=train,
+        )
+
+
+__all__ = ["Episodes", "Metrics", "MetricsAccumulator", "SampleMetrics", "TrainMetrics"]

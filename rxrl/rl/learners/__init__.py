@@ -1,0 +1,1 @@
+"""Learners: own a policy and its optimizer, train on batches, hand out weights and state."""

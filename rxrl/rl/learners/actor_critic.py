@@ -1,0 +1,259 @@
+"""Learners: own a policy and its Adam optimizer, train on batches, hand out weights."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from rxrl.envs.vector import EnvSpaces
+from rxrl.rl.config import A2CConfig, PolicyConfig, PPOConfig
+from rxrl.rl.data.batch import SampleBatch
+from rxrl.rl.data.metrics import TrainMetrics
+from rxrl.rl.data.running_stats import NormStats
+from rxrl.rl.learners.adam import Adam
+from rxrl.rl.models.policy import ActorCritic, Weights, make_policy
+from rxrl.rl.objectives.losses import (
+    Gradients,
+    LossTerms,
+    TensorBatch,
+    a2c_loss,
+    grad_norm,
+    ppo_loss,
+    train_metrics,
+)
+
+#: where a learner trains: ``"cpu"``, ``"cuda"`` (or ``"cuda:N"``), or ``"auto"`` (CUDA when
+#: this process has it, else the CPU)
+Device = str
+
+
+def resolve_device(device: Device) -> torch.device:
+    """The torch device ``device`` names (``"auto"``: CUDA if available here, else CPU).
+
+    Raises ValueError for an unknown name, or for CUDA in a process that has none (on Ray:
+    an actor that did not ask for a GPU sees none).
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'auto', got {device!r}") from None
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'auto', got {device!r}")
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: CUDA is not available in this process (a CPU build "
+                         "of torch, no GPU, or a Ray actor that did not ask for one)")
+    return resolved
+
+
+def _cpu_copy(value: Any) -> Any:
+    """A deep copy of ``value`` with every tensor on the CPU (a checkpoint loads anywhere)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, Mapping):
+        return {k: _cpu_copy(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_cpu_copy(v) for v in value)
+    return copy.deepcopy(value)
+
+
+class Learner:
+    """Common learner state: the policy, an Adam optimizer (`rxrl.rl.learners.adam.Adam`: torch's, bit
+    for bit) and a minibatch RNG.
+
+    `env` is a gymnasium id (its spaces are read from one throwaway instance) or the
+    `EnvSpaces` themselves. The policy's initial weights depend only on `seed` and the
+    policy config, so a `RolloutWorker` with the same `seed` starts from the same weights.
+    The policy trains on `device` (see `resolve_device`); what leaves the learner is on the
+    CPU either way: weights are numpy arrays, a `state_dict` holds CPU tensors, and
+    `load_state_dict` takes one made on any device.
+    """
+
+    def __init__(
+        self,
+        env: str | EnvSpaces,
+        policy: PolicyConfig | None,
+        seed: int,
+        lr: float,
+        adam_eps: float,
+        env_kwargs: Mapping[str, Any] | None,
+        device: Device = "cpu",
+    ) -> None:
+        spaces = env if isinstance(env, EnvSpaces) else EnvSpaces.of(env, env_kwargs)
+        self.spaces = spaces
+        self.device = resolve_device(device)
+        # built on the CPU (same initial weights everywhere), then moved
+        self.policy: ActorCritic = make_policy(spaces.observation, spaces.action, policy, seed)
+        self.policy.to(self.device)
+        self.optimizer = Adam(self.policy.parameters(), lr=lr, eps=adam_eps)
+        self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0x1EA12]))
+        self.num_updates = 0
+        #: transitions trained on so far (a learning-rate schedule's clock)
+        self.env_steps_trained = 0
+
+    def tensors(self, batch: SampleBatch) -> TensorBatch:
+        """The loss columns of ``batch`` as tensors on the learner's device."""
+        t = TensorBatch.from_batch(batch)
+        if self.device.type == "cpu":
+            return t
+        return TensorBatch(**{f.name: getattr(t, f.name).to(self.device, non_blocking=True)
+                              for f in attrs.fields(TensorBatch)})
+
+    def get_weights(self) -> Weights:
+        """The policy weights as a dict of numpy arrays (what workers' `set_weights` takes)."""
+        return self.policy.get_weights()
+
+    def set_weights(self, weights: Mapping[str, npt.NDArray[np.generic]]) -> None:
+        """Overwrite the policy weights (the optimizer state is kept)."""
+        self.policy.set_weights(weights)
+
+    def state_dict(self) -> dict[str, Any]:
+        """A deep copy of everything needed to resume: policy, optimizer, RNG, update count
+        (tensors on the CPU, whatever the learner's device)."""
+        state: dict[str, Any] = _cpu_copy(
+            {
+                "policy": self.policy.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "rng": self.rng.bit_generator.state,
+                "num_updates": self.num_updates,
+                "env_steps_trained": self.env_steps_trained,
+            }
+        )
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a `state_dict()` (made on any device); training then continues exactly
+        as it would have."""
+        self.policy.load_state_dict(state["policy"])  # copies onto the policy's device
+        self.optimizer.load_state_dict(state["optimizer"])  # casts to the parameters' device
+        self.rng.bit_generator.state = state["rng"]
+        self.num_updates = int(state["num_updates"])
+        self.env_steps_trained = int(state.get("env_steps_trained", 0))
+
+    def merge_stats(self, stats: NormStats | None) -> None:
+        """Add a trained batch's running-statistics contribution to the policy's (a
+        normalizing policy, `PolicyConfig.normalize_obs` / `scale_rewards`; else nothing).
+        Called *after* training on the batch: it trains with the statistics it was sampled
+        with (`rxrl.rl.data.running_stats`)."""
+        if self.policy.normalizer is not None:
+            self.policy.normalizer.merge(stats)
+
+    def _step(self, loss: torch.Tensor, max_grad_norm: float | None) -> float:
+        """One optimizer step on `loss`; returns the pre-clipping gradient norm."""
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.autograd.backward(loss)
+        norm = grad_norm(self.policy, max_grad_norm)
+        self.optimizer.step()
+        self.num_updates += 1
+        return norm
+
+
+class PPOLearner(Learner):
+    """Proximal policy optimization: `num_epochs` of minibatch SGD per batch.
+
+    `train` expects advantages and value targets already in the batch (a worker computes
+    GAE); per-minibatch advantage normalization is `config.normalize_advantages`.
+    """
+
+    def __init__(
+        self,
+        env: str | EnvSpaces,
+        config: PPOConfig | None = None,
+        policy: PolicyConfig | None = None,
+        seed: int = 0,
+        env_kwargs: Mapping[str, Any] | None = None,
+        device: Device = "cpu",
+    ) -> None:
+        self.config = config = config or PPOConfig()
+        super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs, device)
+
+    def train(self, batch: SampleBatch) -> TrainMetrics:
+        """Update the policy on `batch`; stops early once approx-KL exceeds `target_kl`."""
+        start, c = time.perf_counter(), self.config
+        if len(batch) == 0:
+            raise ValueError("PPOLearner.train: got an empty batch")
+        terms: list[LossTerms] = []
+        norms: list[float] = []
+        for _ in range(c.num_epochs):
+            for minibatch in batch.minibatches(c.minibatch_size, self.rng):
+                term = ppo_loss(
+                    self.policy,
+                    self.tensors(minibatch),
+                    clip_coef=c.clip_coef,
+                    clip_vloss=c.clip_vloss,
+                    vf_coef=c.vf_coef,
+                    ent_coef=c.ent_coef,
+                    normalize_advantages=c.normalize_advantages,
+                )
+                norms.append(self._step(term.loss, c.max_grad_norm))
+                terms.append(term)
+            if c.target_kl is not None and terms[-1].approx_kl > c.target_kl:
+                break
+        self.merge_stats(batch.norm_stats)
+        self.env_steps_trained += len(batch)
+        return train_metrics(terms, norms, batch, start, num_updates=len(terms))
+
+
+class A2CLearner(Learner):
+    """Advantage actor-critic: one gradient step per batch; also the A3C parameter server."""
+
+    def __init__(
+        self,
+        env: str | EnvSpaces,
+        config: A2CConfig | None = None,
+        policy: PolicyConfig | None = None,
+        seed: int = 0,
+        env_kwargs: Mapping[str, Any] | None = None,
+        device: Device = "cpu",
+    ) -> None:
+        self.config = config = config or A2CConfig()
+        super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs, device)
+
+    def train(self, batch: SampleBatch) -> TrainMetrics:
+        """One optimizer step of the A2C loss on the whole batch."""
+        start, c = time.perf_counter(), self.config
+        if len(batch) == 0:
+            raise ValueError("A2CLearner.train: got an empty batch")
+        term = a2c_loss(
+            self.policy,
+            self.tensors(batch),
+            vf_coef=c.vf_coef,
+            ent_coef=c.ent_coef,
+            normalize_advantages=c.normalize_advantages,
+        )
+        norm = self._step(term.loss, c.max_grad_norm)
+        self.merge_stats(batch.norm_stats)
+        self.env_steps_trained += len(batch)
+        return train_metrics([term], [norm], batch, start, num_updates=1)
+
+    def apply_gradients(self, grads: Gradients) -> Weights:
+        """A3C: one optimizer step with a worker's gradients; returns the new weights.
+
+        Gradients are clipped to `config.max_grad_norm` here, by their global norm.
+        Raises ValueError when the parameter names differ from this policy's.
+        """
+        params = dict(self.policy.named_parameters())
+        if set(grads.arrays) != set(params):
+            raise ValueError(
+                "apply_gradients: parameter names differ; missing "
+                f"{sorted(set(params) - set(grads.arrays))}, "
+                f"unexpected {sorted(set(grads.arrays) - set(params))}"
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        for name, p in params.items():
+            p.grad = torch.as_tensor(grads.arrays[name]).reshape(p.shape).to(p.device, copy=True)
+        grad_norm(self.policy, self.config.max_grad_norm)
+        self.optimizer.step()
+        self.num_updates += 1
+        return self.get_weights()
+
+
+__all__ = ["A2CLearner", "Device", "Learner", "PPOLearner", "resolve_device"]

@@ -1,0 +1,196 @@
+"""DQN: the TD loss (double DQN, Huber, n-step bootstraps) and a learner with a target network."""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from rxrl.envs.vector import EnvSpaces
+from rxrl.rl.config import DQNConfig, QNetConfig
+from rxrl.rl.data.metrics import TrainMetrics
+from rxrl.rl.data.transitions import TransitionBatch
+from rxrl.rl.models.policy import Weights
+from rxrl.rl.models.qnet import QNetwork, make_q_network
+
+
+def td_targets(
+    rewards: torch.Tensor,
+    terminateds: torch.Tensor,
+    n_steps: torch.Tensor,
+    next_q_target: torch.Tensor,
+    next_q_online: torch.Tensor | None,
+    gamma: float,
+) -> torch.Tensor:
+    """`r + gamma^n * (1 - terminated) * Q_target(s', a*)`, `[B]`, without gradients.
+
+    Double DQN (van Hasselt et al. 2016) when `next_q_online` is given: `a*` is the online
+    network's argmax at `s'`, evaluated by the target network; otherwise `a*` is the target
+    network's own argmax (`max_a Q_target(s', a)`, the 2015 DQN).
+    """
+    with torch.no_grad():
+        if next_q_online is None:
+            bootstrap = next_q_target.max(dim=1).values
+        else:
+            best = next_q_online.argmax(dim=1, keepdim=True)
+            bootstrap = next_q_target.gather(1, best).squeeze(1)
+        discount = torch.pow(gamma, n_steps.to(bootstrap.dtype)) * (~terminateds).to(bootstrap.dtype)
+        return rewards + discount * bootstrap
+
+
+def huber(x: torch.Tensor, delta: float) -> torch.Tensor:
+    """Elementwise Huber: `x^2 / 2` for `|x| <= delta`, else `delta * (|x| - delta / 2)`."""
+    abs_x = x.abs()
+    return torch.where(abs_x <= delta, 0.5 * x.square(), delta * (abs_x - 0.5 * delta))
+
+
+def dqn_loss(
+    q_taken: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None, huber_delta: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean (importance-weighted) Huber loss of the TD errors, and the TD errors `q - target`."""
+    td = q_taken - targets
+    per_row = huber(td, huber_delta)
+    loss = per_row.mean() if weights is None else (weights * per_row).mean()
+    return loss, td.detach()
+
+
+class DQNLearner:
+    """Trains an online Q-network on replayed `TransitionBatch`es against a target network.
+
+    `train(batch)` takes one Adam step on the (importance-weighted, if the batch has
+    `weights`) Huber TD loss and returns `(TrainMetrics, priorities)`: the new priorities
+    are `|TD error|` per row, float32 `[B]`, in the batch's row order, for
+    `update_priorities(batch.indices, priorities)`. The target network follows the online
+    one every `config.target_update_interval` optimizer steps (Polyak with `config.tau`).
+
+    `TrainMetrics` fields for DQN: `value_loss` is the TD loss, `explained_variance` that
+    of the targets by `Q(s, a)`, `grad_norm` the pre-clipping norm; `policy_loss`,
+    `entropy`, `approx_kl` and `clip_fraction` do not apply and are 0.
+
+    `env` is a gymnasium id or its `EnvSpaces`; initial weights depend on `seed` and the
+    Q-net config only, so a `QRolloutWorker` with the same `seed` starts from them.
+    """
+
+    def __init__(
+        self,
+        env: str | EnvSpaces,
+        config: DQNConfig | None = None,
+        q_net: QNetConfig | None = None,
+        seed: int = 0,
+        env_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.config = config = config or DQNConfig()
+        self.spaces = env if isinstance(env, EnvSpaces) else EnvSpaces.of(env, env_kwargs)
+        self.q_net: QNetwork = make_q_network(
+            self.spaces.observation, self.spaces.action, q_net or config.q_net, seed
+        )
+        self.target_net: QNetwork = copy.deepcopy(self.q_net).requires_grad_(False)
+        self.optimizer = _adam(self.q_net, config.lr, config.adam_eps)
+        self.num_updates = 0
+        self.num_target_updates = 0
+
+    def train(self, batch: TransitionBatch) -> tuple[TrainMetrics, npt.NDArray[np.float32]]:
+        """One optimizer step on `batch`; returns the metrics and the rows' new priorities."""
+        start, c = time.perf_counter(), self.config
+        if len(batch) == 0:
+            raise ValueError("DQNLearner.train: got an empty batch")
+        t = torch.as_tensor
+        obs, next_obs = t(batch.obs), t(batch.next_obs)
+        if c.double_q:  # one forward of the online net over obs and next_obs together
+            q_both = self.q_net(torch.cat([obs, next_obs]))
+            q_all, next_online = q_both[: len(batch)], q_both[len(batch) :].detach()
+        else:
+            q_all, next_online = self.q_net(obs), None
+        with torch.no_grad():
+            next_target = self.target_net(next_obs)
+        targets = td_targets(
+            t(batch.rewards), t(batch.terminateds), t(batch.n_steps), next_target, next_online, c.gamma
+        )
+        q_taken = q_all.gather(1, t(batch.actions).long().unsqueeze(1)).squeeze(1)
+        weights = None if batch.weights is None else t(batch.weights)
+        loss, td = dqn_loss(q_taken, targets, weights, c.huber_delta)
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.autograd.backward(loss)
+        limit = math.inf if c.max_grad_norm is None else c.max_grad_norm
+        norm = float(torch.nn.utils.clip_grad_norm_(self.q_net.parameters(), limit))
+        self.optimizer.step()
+        self.num_updates += 1
+        if self.num_updates % c.target_update_interval == 0:
+            self.update_target(c.tau)
+        metrics = self._metrics(loss, q_taken.detach(), targets, norm, len(batch), start)
+        return metrics, td.abs().numpy().astype(np.float32, copy=False)
+
+    def update_target(self, tau: float = 1.0) -> None:
+        """Move the target network to `tau * online + (1 - tau) * target` (`tau = 1`: copy)."""
+        with torch.no_grad():
+            for target, online in zip(self.target_net.parameters(), self.q_net.parameters(), strict=True):
+                if tau >= 1.0:
+                    target.copy_(online)
+                else:
+                    target.lerp_(online, tau)
+        self.num_target_updates += 1
+
+    def get_weights(self) -> Weights:
+        """The online Q-network's weights (what `QRolloutWorker.set_weights` takes)."""
+        return self.q_net.get_weights()
+
+    def set_weights(self, weights: Mapping[str, npt.NDArray[np.generic]]) -> None:
+        """Overwrite the online network's weights (target network and optimizer are kept)."""
+        self.q_net.set_weights(weights)
+
+    def state_dict(self) -> dict[str, Any]:
+        """A deep copy of everything needed to resume: online ("policy", as checkpoints of
+        every learner name it) and target networks, optimizer, update counts."""
+        return copy.deepcopy(
+            {
+                "policy": self.q_net.state_dict(),
+                "target": self.target_net.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "num_updates": self.num_updates,
+                "num_target_updates": self.num_target_updates,
+            }
+        )
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a `state_dict()`; training then continues exactly as it would have."""
+        self.q_net.load_state_dict(state["policy"])
+        self.target_net.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.num_updates = int(state["num_updates"])
+        self.num_target_updates = int(state["num_target_updates"])
+
+    def _metrics(
+        self, loss: torch.Tensor, q: torch.Tensor, targets: torch.Tensor, norm: float, rows: int, start: float
+    ) -> TrainMetrics:
+        var = float(targets.var()) if rows > 1 else 0.0
+        explained = float("nan") if var == 0.0 else 1.0 - float((targets - q).var()) / var
+        return TrainMetrics(
+            policy_loss=0.0,
+            value_loss=float(loss.detach()),
+            entropy=0.0,
+            approx_kl=0.0,
+            clip_fraction=0.0,
+            grad_norm=norm,
+            explained_variance=explained,
+            env_steps_trained=rows,
+            num_updates=1,
+            learner_time_s=time.perf_counter() - start,
+        )
+
+
+def _adam(net: torch.nn.Module, lr: float, eps: float) -> torch.optim.Adam:
+    """Adam, fused where torch supports it on this device (CPU from torch 2.4): ~12 % less
+    time per DQN step with a 64x64 net, where per-op overhead dominates."""
+    try:
+        return torch.optim.Adam(net.parameters(), lr=lr, eps=eps, fused=True)
+    except RuntimeError:
+        return torch.optim.Adam(net.parameters(), lr=lr, eps=eps)
+
+
+__all__ = ["DQNLearner", "dqn_loss", "huber", "td_targets"]

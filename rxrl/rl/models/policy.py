@@ -1,0 +1,275 @@
+"""MLP actor-critic policies: torch for losses, a numpy mirror of the forward for rollouts.
+
+The rollout path (`act`, `value`) is `rxrl.rl.models.forward.Forward` over numpy *views* of the
+torch parameters (shared memory), and every weight update here is in place (optimizer
+steps, `set_weights`, `load_state_dict`), so both paths always use the same weights; tests
+check they agree. `rxrl.rl.models.forward.NumpyActorCritic` is the same rollout path without torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import nn
+
+from rxrl.rl.config import PolicyConfig
+from rxrl.rl.models.forward import (
+    LOG_SQRT_2PI,
+    FloatArray,
+    Forward,
+    Weights,
+    check_normalizable,
+    check_spaces,
+    check_weights,
+)
+from rxrl.rl.models.normalizer import Normalizer
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Within the block, torch runs on one thread. Orthogonal init (a QR factorization) gives
+    different last bits on 1 and 2 threads, and a driver that builds the seed's initial weights
+    for torch-free workers runs at the process default while a learner runs at
+    ``learner_threads``: both build them on one thread, so they are equal bit for bit."""
+    threads = torch.get_num_threads()
+    if threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _layer(n_in: int, n_out: int, gain: float, generator: torch.Generator) -> nn.Linear:
+    """A linear layer with orthogonal weights of `gain` and zero bias (CleanRL's init)."""
+    layer = nn.Linear(n_in, n_out)
+    nn.init.orthogonal_(layer.weight, gain, generator=generator)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def _trunk(n_in: int, config: PolicyConfig, generator: torch.Generator) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for width in config.hidden_sizes:
+        layers += [_layer(n_in, width, math.sqrt(2.0), generator), _ACTIVATIONS[config.activation]()]
+        n_in = width
+    return nn.Sequential(*layers)
+
+
+class ActorCritic(nn.Module, ABC):
+    """An MLP actor-critic over a Box (flattened) or Discrete (one-hot) observation space.
+
+    Two entry points: `act` / `value` (numpy in and out, no autograd, no
+    `torch.distributions` objects) for the rollout hot path, and `evaluate` (tensors,
+    differentiable) for losses. Weight init draws from a generator seeded with `seed`, so
+    equal seeds give equal weights in every process; `act` samples from a separate numpy
+    generator (`seed_sampling`).
+    """
+
+    #: set by the subclass
+    action_space: gym.Space[Any]
+
+    def __init__(
+        self, observation_space: gym.Space[Any], out_dim: int, config: PolicyConfig, seed: int
+    ) -> None:
+        super().__init__()
+        init = torch.Generator().manual_seed(seed)
+        self.config = config
+        self.observation_space = observation_space
+        if isinstance(observation_space, gym.spaces.Discrete):
+            self._one_hot: int | None = int(observation_space.n)
+            self._obs_start = int(observation_space.start)
+            in_dim = self._one_hot
+        else:
+            self._one_hot, self._obs_start = None, 0
+            in_dim = int(np.prod(observation_space.shape or ()))
+        width = config.hidden_sizes[-1]
+        check_normalizable(config, observation_space)
+        #: running statistics (`PolicyConfig.normalize_obs` / `scale_rewards`), else None
+        self.normalizer = (Normalizer(in_dim, config.obs_clip, config.reward_clip)
+                           if config.normalizes else None)
+        with one_thread():  # initial weights that do not depend on the process's thread count
+            self.pi_trunk = _trunk(in_dim, config, init)
+            self.vf_trunk = None if config.shared_trunk else _trunk(in_dim, config, init)
+            self.pi_head = _layer(width, out_dim, 0.01, init)
+            self.vf_head = _layer(width, 1, 1.0, init)
+        self.sampler = np.random.default_rng(seed)
+        self._np: Forward | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The numpy views must alias *this* object's parameters: rebuild them after a copy.
+        module_state: Callable[[], dict[str, Any]] = super().__getstate__  # untyped in torch
+        state = dict(module_state())
+        state["_np"] = None
+        return state
+
+    def seed_sampling(self, seed: int) -> None:
+        """Reseed the generator `act` samples from (weights are untouched)."""
+        self.sampler = np.random.default_rng(seed)
+
+    # -- torch: the differentiable path -------------------------------------------------
+
+    def encode(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations `[B, *obs_shape]` as float features `[B, in_dim]`."""
+        if self._one_hot is not None:
+            return nn.functional.one_hot(obs.long() - self._obs_start, self._one_hot).float()
+        flat = obs.reshape(obs.shape[0], -1)
+        if self.normalizer is not None and self.config.normalize_obs:
+            return self.normalizer.obs_torch(flat)
+        return flat.float()
+
+    def heads(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Policy head output `[B, out_dim]` and values `[B]` from encoded observations."""
+        pi_hidden = self.pi_trunk(features)
+        vf_hidden = pi_hidden if self.vf_trunk is None else self.vf_trunk(features)
+        return self.pi_head(pi_hidden), self.vf_head(vf_hidden).squeeze(-1)
+
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Differentiable `(logp, entropy, values)`, each `[B]`, of `actions` at `obs`."""
+        out, values = self.heads(self.encode(obs))
+        logp, entropy = self._logp_entropy(out, actions)
+        return logp, entropy, values
+
+    def log_prob_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Differentiable log-probs and entropies of `actions` given a policy head output
+        (`heads`), for losses that also need the distribution itself (a KL term)."""
+        return self._logp_entropy(out, actions)
+
+    # -- numpy: the rollout path ----------------------------------------------------------
+
+    def act(
+        self, obs: npt.NDArray[Any], deterministic: bool = False
+    ) -> tuple[npt.NDArray[Any], FloatArray, FloatArray]:
+        """Sample actions for a batch of observations: `(actions, logp, values)`.
+
+        `deterministic=True` takes the mode (argmax / mean) instead of sampling; `logp` is
+        then that mode's log-probability.
+        """
+        return self._rollout().act(obs, self.sampler, deterministic)
+
+    def value(self, obs: npt.NDArray[Any]) -> FloatArray:
+        """Value estimates `[B]` for a batch of observations (numpy, no autograd)."""
+        return self._rollout().value(obs)
+
+    def _rollout(self) -> Forward:
+        """The numpy forward over views of this policy's parameters and buffers."""
+        if self._np is None:
+            params = {k: t.detach().numpy() for k, t in self.state_dict().items()}
+            self._np = Forward(params, self.config, self.observation_space, self.action_space,
+                               self.normalizer)
+        return self._np
+
+    # -- weights ----------------------------------------------------------------------------
+
+    def get_weights(self) -> Weights:
+        """A copy of every parameter and buffer as numpy arrays."""
+        return {k: t.detach().cpu().numpy().copy() for k, t in self.state_dict().items()}
+
+    def set_weights(self, weights: Mapping[str, npt.NDArray[np.generic]]) -> None:
+        """Copy `weights` (as from `get_weights`) into this policy, in place.
+
+        Raises ValueError naming the offending entries when names or shapes differ.
+        """
+        own = self.state_dict()
+        check_weights({k: tuple(t.shape) for k, t in own.items()}, weights)
+        with torch.no_grad():
+            for k, w in weights.items():
+                own[k].copy_(torch.as_tensor(np.asarray(w)))
+
+    @abstractmethod
+    def _logp_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Differentiable log-probs and entropies of `actions` given the head output."""
+
+
+class CategoricalActorCritic(ActorCritic):
+    """Actor-critic with a categorical head for a `Discrete(n)` action space.
+
+    Actions are int64 indices `0..n-1` (add the space's `start` when stepping the env).
+    Sampling uses the Gumbel-max trick: `argmax(logits + Gumbel noise)`.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.spaces.Discrete[Any],
+        config: PolicyConfig,
+        seed: int,
+    ) -> None:
+        super().__init__(observation_space, int(action_space.n), config, seed)
+        self.action_space = action_space
+
+    def _logp_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        log_probs = torch.log_softmax(out, dim=-1)
+        logp = log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        entropy = -(log_probs.exp() * log_probs).sum(-1)
+        return logp, entropy
+
+
+class GaussianActorCritic(ActorCritic):
+    """Actor-critic with a diagonal Gaussian head and a state-independent log-std.
+
+    For a 1-D `Box` action space; actions are unbounded float32 samples (clip them to the
+    space when stepping the env, and keep the unclipped ones for the loss).
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.spaces.Box,
+        config: PolicyConfig,
+        seed: int,
+    ) -> None:
+        act_dim = int(action_space.shape[0])
+        super().__init__(observation_space, act_dim, config, seed)
+        self.action_space = action_space
+        self.log_std = nn.Parameter(torch.full((act_dim,), float(config.init_log_std)))
+
+    def _logp_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = (actions - out) * torch.exp(-self.log_std)
+        logp = (-0.5 * z.square() - self.log_std - LOG_SQRT_2PI).sum(-1)
+        entropy = (0.5 + LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
+        return logp, entropy
+
+
+def make_policy(
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    config: PolicyConfig | None = None,
+    seed: int = 0,
+) -> ActorCritic:
+    """Build the actor-critic for these spaces; equal seeds give equal initial weights.
+
+    Observations: `Box` (any shape, flattened) or `Discrete` (one-hot). Actions:
+    `Discrete` (categorical head) or 1-D `Box` (Gaussian head). Anything else raises
+    ValueError naming the space.
+    """
+    config = config or PolicyConfig()
+    check_spaces(observation_space, action_space)
+    if isinstance(action_space, gym.spaces.Discrete):
+        return CategoricalActorCritic(observation_space, action_space, config, seed)
+    assert isinstance(action_space, gym.spaces.Box)
+    return GaussianActorCritic(observation_space, action_space, config, seed)
+
+
+__all__ = [
+    "ActorCritic",
+    "CategoricalActorCritic",
+    "FloatArray",
+    "GaussianActorCritic",
+    "Weights",
+    "make_policy",
+]

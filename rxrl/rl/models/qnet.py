@@ -1,0 +1,166 @@
+"""MLP Q-networks (plain or dueling): torch for the loss, a numpy mirror for epsilon-greedy rollouts.
+
+As in `rxrl.rl.models.policy`: a rollout step evaluates a handful of rows, where each torch op
+costs ~5 us of dispatch and a numpy op ~1 us, so `q_values` runs the MLP in numpy on
+*views* of the torch parameters (shared memory; every update — optimizer steps,
+`set_weights`, `load_state_dict` — is in place, so both paths always agree).
+
+Initial weights follow PyTorch's default `nn.Linear` init (Kaiming-uniform weights,
+uniform biases), as CleanRL's and SB3's DQN use, drawn from a generator seeded with `seed`:
+equal seeds give equal networks in every process.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import nn
+
+from rxrl.rl.config import QNetConfig
+from rxrl.rl.models.policy import Weights
+
+FloatArray = npt.NDArray[np.float32]
+_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+_NP_ACTIVATIONS: dict[str, Callable[[FloatArray], FloatArray]] = {
+    "tanh": np.tanh,
+    "relu": lambda x: np.maximum(x, np.float32(0.0)),
+}
+
+
+def _linear(n_in: int, n_out: int, generator: torch.Generator) -> nn.Linear:
+    """`nn.Linear`'s default init, but from `generator` instead of the global RNG."""
+    layer = nn.Linear(n_in, n_out)
+    nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5.0), generator=generator)
+    bound = 1.0 / math.sqrt(n_in)
+    nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
+    return layer
+
+
+class QNetwork(nn.Module):
+    """Q-values `[B, num_actions]` of a Box (flattened) or Discrete (one-hot) observation.
+
+    `forward` is the differentiable torch path; `q_values` / `greedy` the numpy path for
+    rollouts (no autograd, no torch dispatch). `get_weights` / `set_weights` exchange
+    numpy arrays keyed by state-dict name, like the actor-critic policies.
+    """
+
+    def __init__(
+        self, observation_space: gym.Space[Any], num_actions: int, config: QNetConfig, seed: int
+    ) -> None:
+        super().__init__()
+        init = torch.Generator().manual_seed(seed)
+        self.config, self.num_actions = config, num_actions
+        if isinstance(observation_space, gym.spaces.Discrete):
+            self._one_hot: int | None = int(observation_space.n)
+            self._obs_start = int(observation_space.start)
+            in_dim = self._one_hot
+        else:
+            self._one_hot, self._obs_start = None, 0
+            in_dim = int(np.prod(observation_space.shape or ()))
+        layers: list[nn.Module] = []
+        for width in config.hidden_sizes:
+            layers += [_linear(in_dim, width, init), _ACTIVATIONS[config.activation]()]
+            in_dim = width
+        self.trunk = nn.Sequential(*layers)
+        self.head = _linear(in_dim, num_actions, init)  # Q, or the advantages A when dueling
+        self.value_head = _linear(in_dim, 1, init) if config.dueling else None
+        self._np: list[tuple[FloatArray, FloatArray]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The numpy views must alias *this* object's parameters: rebuild them after a copy.
+        module_state: Callable[[], dict[str, Any]] = super().__getstate__  # untyped in torch
+        state = dict(module_state())
+        state["_np"] = None
+        return state
+
+    def encode(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations `[B, *obs_shape]` as float features `[B, in_dim]`."""
+        if self._one_hot is not None:
+            return nn.functional.one_hot(obs.long() - self._obs_start, self._one_hot).float()
+        return obs.reshape(obs.shape[0], -1).float()
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Differentiable Q-values `[B, num_actions]`."""
+        hidden = self.trunk(self.encode(obs))
+        q: torch.Tensor = self.head(hidden)
+        if self.value_head is not None:
+            q = self.value_head(hidden) + q - q.mean(dim=1, keepdim=True)
+        return q
+
+    def q_values(self, obs: npt.NDArray[Any]) -> FloatArray:
+        """Q-values `[B, num_actions]` in numpy (the rollout path; same numbers as `forward`)."""
+        if self._one_hot is not None:
+            x = np.eye(self._one_hot, dtype=np.float32)[np.asarray(obs, dtype=np.intp) - self._obs_start]
+        else:
+            x = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
+        layers = self._numpy_layers()
+        activation = _NP_ACTIVATIONS[self.config.activation]
+        for weight_t, bias in layers[: len(self.config.hidden_sizes)]:
+            x = activation(x @ weight_t + bias)
+        weight_t, bias = layers[len(self.config.hidden_sizes)]
+        q = x @ weight_t + bias
+        if self.value_head is not None:
+            v_weight_t, v_bias = layers[-1]
+            q = (x @ v_weight_t + v_bias) + q - q.mean(axis=1, keepdims=True)
+        return q
+
+    def greedy(self, obs: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        """The argmax action of each observation (numpy)."""
+        actions: npt.NDArray[np.int64] = self.q_values(obs).argmax(axis=1).astype(np.int64, copy=False)
+        return actions
+
+    def get_weights(self) -> Weights:
+        """A copy of every parameter as numpy arrays."""
+        return {k: t.detach().cpu().numpy().copy() for k, t in self.state_dict().items()}
+
+    def set_weights(self, weights: Mapping[str, npt.NDArray[np.generic]]) -> None:
+        """Copy `weights` (as from `get_weights`) in place; ValueError naming bad entries."""
+        own = self.state_dict()
+        missing, extra = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
+        if missing or extra:
+            raise ValueError(f"set_weights: missing entries {missing}, unexpected {extra}")
+        wrong = {
+            k: (tuple(own[k].shape), np.shape(w))
+            for k, w in weights.items()
+            if tuple(own[k].shape) != np.shape(w)
+        }
+        if wrong:
+            raise ValueError(f"set_weights: shape mismatch (expected, got): {wrong}")
+        with torch.no_grad():
+            for k, w in weights.items():
+                own[k].copy_(torch.as_tensor(np.asarray(w)))
+
+    def _numpy_layers(self) -> list[tuple[FloatArray, FloatArray]]:
+        if self._np is None:
+            linears = [m for m in self.trunk if isinstance(m, nn.Linear)] + [self.head]
+            if self.value_head is not None:
+                linears.append(self.value_head)
+            self._np = [(m.weight.detach().numpy().T, m.bias.detach().numpy()) for m in linears]
+        return self._np
+
+
+def make_q_network(
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    config: QNetConfig | None = None,
+    seed: int = 0,
+) -> QNetwork:
+    """The Q-network for these spaces. Raises ValueError unless the action space is
+    `Discrete` and the observation space `Box` or `Discrete` (DQN needs one Q per action)."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise ValueError(f"DQN needs a Discrete action space (one Q-value per action), got {action_space!r}")
+    if not isinstance(observation_space, gym.spaces.Box | gym.spaces.Discrete):
+        raise ValueError(
+            f"make_q_network: unsupported observation space {observation_space!r}; "
+            "supported: Box (flattened) and Discrete (one-hot)"
+        )
+    return QNetwork(observation_space, int(action_space.n), config or QNetConfig(), seed)
+
+
+__all__ = ["QNetwork", "make_q_network"]

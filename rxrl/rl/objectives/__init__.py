@@ -1,0 +1,1 @@
+"""Losses and return estimators: GAE, V-trace, PPO's and A2C's losses."""

@@ -1,0 +1,215 @@
+"""Actor-critic losses (PPO's clipped surrogate, A2C) and gradients as plain arrays."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from rxrl.rl.config import A2CConfig
+from rxrl.rl.data.batch import SampleBatch
+from rxrl.rl.data.metrics import TrainMetrics
+from rxrl.rl.models.policy import ActorCritic
+
+
+@attrs.frozen
+class TensorBatch:
+    """The columns of a `SampleBatch` that losses read, as torch tensors (shared memory)."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logp: torch.Tensor
+    values: torch.Tensor
+    advantages: torch.Tensor
+    value_targets: torch.Tensor
+
+    @staticmethod
+    def from_batch(batch: SampleBatch) -> TensorBatch:
+        """Wrap the batch's arrays without copying where dtypes allow."""
+        t = torch.as_tensor
+        return TensorBatch(
+            obs=t(batch.obs),
+            actions=t(batch.actions),
+            logp=t(batch.logp),
+            values=t(batch.values),
+            advantages=t(batch.advantages),
+            value_targets=t(batch.value_targets),
+        )
+
+
+@attrs.frozen
+class LossTerms:
+    """A differentiable total `loss` and the float statistics of its parts."""
+
+    loss: torch.Tensor
+    policy_loss: float
+    value_loss: float
+    entropy: float
+    approx_kl: float
+    clip_fraction: float
+
+
+def _normalized(advantages: torch.Tensor, enabled: bool) -> torch.Tensor:
+    if not enabled or advantages.numel() < 2:
+        return advantages
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+
+def ppo_loss(
+    policy: ActorCritic,
+    b: TensorBatch,
+    *,
+    clip_coef: float,
+    clip_vloss: bool,
+    vf_coef: float,
+    ent_coef: float,
+    normalize_advantages: bool,
+) -> LossTerms:
+    """PPO's clipped surrogate + (optionally clipped) value loss - entropy bonus (CleanRL).
+
+    `loss = -E[min(ratio * A, clip(ratio, 1 +- clip_coef) * A)] + vf_coef * 0.5 *
+    E[max((v - R)^2, (v_clip - R)^2)] - ent_coef * E[entropy]`, where `v_clip` is the new
+    value clipped to within `clip_coef` of the behaviour value (or just `(v - R)^2` without
+    `clip_vloss`).
+    """
+    logp, entropy, values = policy.evaluate(b.obs, b.actions)
+    log_ratio = logp - b.logp
+    ratio = log_ratio.exp()
+    adv = _normalized(b.advantages, normalize_advantages)
+    pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip_coef, 1 + clip_coef)).mean()
+    v_err = (values - b.value_targets).square()
+    if clip_vloss:
+        v_clipped = b.values + (values - b.values).clamp(-clip_coef, clip_coef)
+        v_err = torch.max(v_err, (v_clipped - b.value_targets).square())
+    v_loss = 0.5 * v_err.mean()
+    ent = entropy.mean()
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - log_ratio).mean().item()
+        clip_fraction = ((ratio - 1).abs() > clip_coef).float().mean().item()
+    return LossTerms(
+        loss=pg_loss - ent_coef * ent + vf_coef * v_loss,
+        policy_loss=pg_loss.item(),
+        value_loss=v_loss.item(),
+        entropy=ent.item(),
+        approx_kl=approx_kl,
+        clip_fraction=clip_fraction,
+    )
+
+
+def a2c_loss(
+    policy: ActorCritic,
+    b: TensorBatch,
+    *,
+    vf_coef: float,
+    ent_coef: float,
+    normalize_advantages: bool,
+) -> LossTerms:
+    """Advantage actor-critic: `-E[logp * A] + vf_coef * 0.5 * E[(v - R)^2] - ent_coef * E[H]`.
+
+    `approx_kl` is measured against the batch's behaviour log-probs (0 on-policy).
+    """
+    logp, entropy, values = policy.evaluate(b.obs, b.actions)
+    adv = _normalized(b.advantages, normalize_advantages)
+    pg_loss = -(logp * adv).mean()
+    v_loss = 0.5 * (values - b.value_targets).square().mean()
+    ent = entropy.mean()
+    with torch.no_grad():
+        log_ratio = logp - b.logp
+        approx_kl = (log_ratio.exp() - 1 - log_ratio).mean().item()
+    return LossTerms(
+        loss=pg_loss - ent_coef * ent + vf_coef * v_loss,
+        policy_loss=pg_loss.item(),
+        value_loss=v_loss.item(),
+        entropy=ent.item(),
+        approx_kl=approx_kl,
+        clip_fraction=0.0,
+    )
+
+
+def explained_variance(batch: SampleBatch) -> float:
+    """`1 - Var[targets - values] / Var[targets]` of the batch (NaN if targets are constant)."""
+    var = float(np.var(batch.value_targets))
+    if len(batch) == 0 or var == 0.0:
+        return math.nan
+    return 1.0 - float(np.var(batch.value_targets - batch.values)) / var
+
+
+def grad_norm(policy: ActorCritic, max_norm: float | None) -> float:
+    """The global norm of the policy's current gradients; clip them to `max_norm` if set."""
+    limit = math.inf if max_norm is None else max_norm
+    return float(torch.nn.utils.clip_grad_norm_(policy.parameters(), limit))
+
+
+@attrs.frozen(eq=False)
+class Gradients:
+    """Gradients of a loss as numpy arrays keyed by parameter name, with the loss's stats.
+
+    What an A3C worker sends to the learner (`A2CLearner.apply_gradients`).
+    """
+
+    arrays: dict[str, npt.NDArray[np.float32]]
+    metrics: TrainMetrics
+
+
+def a2c_gradients(policy: ActorCritic, batch: SampleBatch, config: A2CConfig) -> Gradients:
+    """The A2C loss gradients of `policy` on `batch` (unclipped; the learner clips)."""
+    start = time.perf_counter()
+    terms = a2c_loss(
+        policy,
+        TensorBatch.from_batch(batch),
+        vf_coef=config.vf_coef,
+        ent_coef=config.ent_coef,
+        normalize_advantages=config.normalize_advantages,
+    )
+    policy.zero_grad(set_to_none=True)
+    torch.autograd.backward(terms.loss)
+    norm = grad_norm(policy, None)
+    arrays = {
+        name: (p.grad if p.grad is not None else torch.zeros_like(p)).numpy().copy()
+        for name, p in policy.named_parameters()
+    }
+    policy.zero_grad(set_to_none=True)
+    return Gradients(arrays, train_metrics([terms], [norm], batch, start, num_updates=0))
+
+
+def train_metrics(
+    terms: list[LossTerms],
+    norms: list[float],
+    batch: SampleBatch,
+    start: float,
+    num_updates: int,
+) -> TrainMetrics:
+    """Average per-update loss statistics into a `TrainMetrics` (timed from `start`)."""
+
+    def mean(values: list[float]) -> float:
+        return float(np.mean(values)) if values else math.nan
+
+    return TrainMetrics(
+        policy_loss=mean([t.policy_loss for t in terms]),
+        value_loss=mean([t.value_loss for t in terms]),
+        entropy=mean([t.entropy for t in terms]),
+        approx_kl=mean([t.approx_kl for t in terms]),
+        clip_fraction=mean([t.clip_fraction for t in terms]),
+        grad_norm=mean(norms),
+        explained_variance=explained_variance(batch),
+        env_steps_trained=len(batch),
+        num_updates=num_updates,
+        learner_time_s=time.perf_counter() - start,
+    )
+
+
+__all__ = [
+    "Gradients",
+    "LossTerms",
+    "TensorBatch",
+    "a2c_gradients",
+    "a2c_loss",
+    "explained_variance",
+    "grad_norm",
+    "ppo_loss",
+    "train_metrics",
+]

@@ -1,0 +1,1 @@
+"""Rollout workers: step envs with a policy and hand out fragments, transitions or gradients."""

@@ -1,0 +1,409 @@
+"""`rxrl.train` and `rxrl.Trainer`: one training run, from Python or from ``rxrl train``.
+
+A run owns its directory: ``config.json``, ``metrics.csv`` and the other loggers' files,
+``checkpoint.pt`` (atomic, every ``checkpoint_every`` env steps and at the end) and
+``summary.json``. It never loses or mixes data: a new run refuses a directory that holds one;
+``resume`` continues a checkpoint with nothing lost or counted twice (its loggers cut back to
+the checkpoint); nothing is written before the first record, so a run that never starts
+leaves nothing behind.
+
+Stopping: the first SIGINT/SIGTERM (Ctrl-C, a notebook's interrupt) while records arrive
+ends the run at its next record, with a checkpoint of it; a ``KeyboardInterrupt`` raised
+between records (by a callback, say) does the same and is raised again; a second signal, or
+one during start-up, unwinds at once and the last checkpoint stands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Literal
+
+import attrs
+
+import rxrl
+from rxrl.algos import Algorithm, Snapshot
+from rxrl.algos.common import RolloutSettings, Start
+from rxrl.algos.configs import to_dict
+from rxrl.errors import ActorError
+from rxrl.rl.data.metrics import Metrics
+from rxrl.training.callbacks import Callback
+from rxrl.training.checkpoint import (
+    CHECKPOINT,
+    CheckpointClock,
+    Counters,
+    deterministic_fields,
+    save_checkpoint,
+    save_trace,
+    training_plan,
+)
+from rxrl.training.interrupts import INTERRUPTS
+from rxrl.training.loggers import DEFAULT_LOGGERS, Logger, LoggerSpec, RunInfo, check_loggers, make_loggers
+from rxrl.training.machine import check_machine, check_overshoot, explain_actor_error
+from rxrl.training.setup import (
+    BACKENDS,
+    WORKER_RESTARTS,
+    Setup,
+    prepare,
+    ray_init_options,
+    same_dir,
+    write_json,
+)
+from rxrl.training.setup import run_dir as choose_run_dir
+
+Status = Literal["running", "completed", "reached target", "interrupted", "failed"]
+
+
+@attrs.frozen
+class TrainResult:
+    """How a run ended: its status, last record, directory and checkpoint.
+
+    ``signal`` is the signal that stopped an interrupted run (None otherwise); ``reached``
+    the first record at or above ``target_return``.
+    """
+
+    status: Status
+    run_dir: Path
+    last: Metrics | None
+    checkpoint: Path | None
+    checkpoint_iteration: int | None
+    reached: Metrics | None = None
+    signal: int | None = None
+
+    @property
+    def env_steps(self) -> int:
+        """Env steps sampled, from the first run's start."""
+        return 0 if self.last is None else self.last.env_steps_sampled
+
+    @property
+    def episode_return_mean(self) -> float:
+        """The last record's mean episode return (NaN before the first episode)."""
+        return math.nan if self.last is None else self.last.episode_return_mean
+
+
+class Trainer:
+    """One training run, step by step (`step`, iteration) or at once (`run`).
+
+    ``algo`` is an algorithm name (``"ppo"``: its defaults, the settings tuned for ``env``),
+    a registered `Algorithm`, or a config instance (``PPO(lr=...)``: used as it is). The
+    other arguments are ``rxrl train``'s options: ``settings`` are ``--set`` paths
+    (``{"policy.hidden_sizes": (32, 32)}``), ``steps`` the budget counted from the first run's
+    start, ``resume`` a run directory (or its checkpoint) to continue — in that directory
+    unless ``run_dir`` names a new one.
+
+    Everything is checked when the trainer is made (ValueError, one line); nothing starts
+    and nothing is written until the first `step`.
+    """
+
+    def __init__(self, algo: str | Algorithm | RolloutSettings, run_dir: str | Path | None = None, *,
+                 env: str | None = None, settings: Mapping[str, Any] | None = None,
+                 steps: int | None = None, workers: int | None = None, seed: int | None = None,
+                 resume: str | Path | None = None, backend: str = "ray", address: str | None = None,
+                 checkpoint_every: int = 25_000, target_return: float | None = None,
+                 worker_restarts: int = WORKER_RESTARTS, trace: str | Path | None = None,
+                 loggers: Sequence[LoggerSpec] = DEFAULT_LOGGERS, callbacks: Sequence[Callback] = (),
+                 handle_signals: bool = True, stream: IO[str] | None = None) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; choose one of {list(BACKENDS)}")
+        if checkpoint_every < 1:
+            raise ValueError(f"--checkpoint-every must be >= 1, got {checkpoint_every}")
+        if worker_restarts < -1:
+            raise ValueError(f"--worker-restarts must be >= 0 (or -1 for no limit), got {worker_restarts}")
+        if target_return is not None and not math.isfinite(target_return):
+            raise ValueError(f"--target-return must be a finite number, got {target_return}")
+        check_loggers(loggers)
+        self.setup: Setup = prepare(algo, env=env, settings=settings, steps=steps, workers=workers,
+                                    seed=seed, resume=resume)
+        self.algo, self.config, self.total = self.setup.algo, self.setup.config, self.setup.total
+        resumed = self.setup.resumed
+        self.base = resumed.counters if resumed is not None else Counters()
+        self.final = self.total - self.base.env_steps_sampled  # this run's share of the budget
+        if backend == "ray" and not address:
+            check_machine(self.config)
+        check_overshoot(self.config, self.final)
+        self.run_dir = choose_run_dir(run_dir, self.setup, resume)
+        self.trace_file = Path(trace) if trace is not None else None
+        if self.trace_file is not None and not self.trace_file.parent.is_dir():
+            raise ValueError(f"cannot write --trace {self.trace_file}: no directory {self.trace_file.parent}")
+        self.backend, self.address, self.target = backend, address, target_return
+        self.checkpoint_every, self.worker_restarts = checkpoint_every, worker_restarts
+        self.callbacks = list(callbacks)
+        self.handle_signals = handle_signals
+        self.stream = stream if stream is not None else sys.stderr
+        self.label = f"{self.algo.name} {self.config.env} [{backend}]"
+        self.in_place = resumed is not None and same_dir(self.run_dir, resumed.path.parent)
+        self._logger_specs = list(loggers)
+        self.loggers: list[Logger] = []
+        self.clock = CheckpointClock(checkpoint_every, self.final, target_return)
+        self.plan: rxrl.Plan[Snapshot] | None = None
+        self._run: rxrl.Run[Snapshot] | None = None
+        self.records: list[dict[str, float]] = []  # for the trace
+        self.last: Metrics | None = None
+        self.reached: Metrics | None = None
+        self.best = -math.inf
+        self.status: Status = "running"
+        self.signal: int | None = None
+        self._stop_signal: int | None = None
+        self._stop_requested = False
+        #: the counters of the checkpoint in the run directory (the resumed one, in place)
+        self.checkpointed: Counters | None = self.base if self.in_place else None
+        self._closed = False
+        self._result: TrainResult | None = None
+
+    # ------------------------------------------------------------------------- stepping
+
+    def start(self) -> None:
+        """Build the plan (once) and start it on the backend; `step` calls it when needed."""
+        if self._run is not None:
+            return
+        resumed = self.setup.resumed
+        start = Start(resumed.learner_state, reseed=self.base.iteration) if resumed is not None else None
+        self.plan = training_plan(self.algo, self.config, start, self.clock, self.worker_restarts)
+        options: dict[str, Any] = {}
+        if self.backend == "ray":
+            # "local": a Ray of this run's own, never a cluster that happens to run on this machine
+            options = {"address": self.address or "local",
+                       "init_options": None if self.address else ray_init_options(self.plan)}
+        for callback in self.callbacks:
+            callback.on_start(self)
+        from rxrl.backends.ray.connect import RayConnectError
+
+        try:
+            self._run = rxrl.run(self.plan, self.backend, **options)
+        except RayConnectError as e:
+            self.status = "failed"
+            raise ValueError(f"--address {self.address}: {e}") from None
+        except ActorError as e:
+            self.status = "failed"
+            self._reraise(e)
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has ended (no more records)."""
+        return self.status != "running"
+
+    def step(self) -> Metrics | None:
+        """Train one iteration: pull, log, checkpoint when due; the record, or None once the run
+        has ended (its budget, its target, a stop request)."""
+        if self.done:
+            return None
+        self.start()
+        assert self._run is not None
+        try:
+            snapshot = next(self._run)
+        except StopIteration:
+            self.status = "completed"
+            return None
+        except ActorError as e:
+            self.status = "failed"
+            self._reraise(e)
+        except Exception:
+            self.status = "failed"
+            raise
+        except BaseException:  # KeyboardInterrupt, Terminated: mid-pull, the run is broken
+            self.status = "interrupted"
+            raise
+        return self._observe(snapshot)
+
+    def __iter__(self) -> Iterator[Metrics]:
+        """The records, one per iteration, until the run ends (then it is closed)."""
+        try:
+            while (record := self.step()) is not None:
+                yield record
+        finally:
+            self.close()
+
+    def request_stop(self, signum: int | None = None) -> None:
+        """End the run at its next record, with a checkpoint of it (thread- and signal-safe)."""
+        self._stop_requested = True
+        if signum is not None and self._stop_signal is None:
+            self._stop_signal = signum
+        self.clock.request()
+
+    def _observe(self, snapshot: Snapshot) -> Metrics:
+        m = self.base.offset(snapshot.metrics)
+        if self.last is None:
+            self._begin()
+        self.last = m
+        if not math.isnan(m.episode_return_mean):
+            self.best = max(self.best, m.episode_return_mean)
+        if self.trace_file is not None:
+            self.records.append(deterministic_fields(snapshot.metrics))
+        row = m.as_row()
+        checkpoint = self._checkpoint(snapshot, m)
+        if self.target is not None and m.episode_return_mean >= self.target:
+            self.reached, self.status = m, "reached target"
+        elif m.env_steps_sampled >= self.total:
+            self.status = "completed"
+        elif self._stop_requested and snapshot.state is not None:
+            self.status, self.signal = "interrupted", self._stop_signal
+        for logger in self.loggers:
+            logger.write(row, m.env_steps_sampled)
+        for callback in self.callbacks:
+            callback.on_iteration(self, m)
+        if checkpoint is not None and snapshot.state is not None:
+            for callback in self.callbacks:
+                callback.on_checkpoint(self, checkpoint, m, snapshot.state)
+        return m
+
+    def _begin(self) -> None:
+        """At the first record: the run directory, config.json and the loggers."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        resumed = self.setup.resumed
+        write_json(self.run_dir / "config.json", {
+            "algo": self.algo.name, "config": to_dict(self.config), "backend": self.backend,
+            "steps": self.total, "resumed_from": str(resumed.path) if resumed is not None else None})
+        info = RunInfo(self.run_dir, self.algo.name, to_dict(self.config),
+                       self.base if self.in_place else None, self.stream)
+        self.loggers = make_loggers(self._logger_specs, info)
+
+    def _checkpoint(self, snapshot: Snapshot, m: Metrics) -> Path | None:
+        if snapshot.state is None:
+            return None
+        path = self.run_dir / CHECKPOINT
+        save_checkpoint(path, self.algo.name, self.config, snapshot.state, Counters.of(m))
+        self.checkpointed = Counters.of(m)
+        return path
+
+    # -------------------------------------------------------------------------- running
+
+    def run(self) -> TrainResult:
+        """Train until the budget, the target or a stop; close; the `TrainResult`.
+
+        With ``handle_signals`` (and on the main thread), the first SIGINT/SIGTERM after the
+        first record stops the run at its next record, with a checkpoint, and `run` returns
+        ``status="interrupted"``. A ``KeyboardInterrupt`` raised between records (from a
+        callback) first trains to the next record to checkpoint it, then is raised again.
+        """
+        with contextlib.ExitStack() as stack:
+            if self.handle_signals and threading.current_thread() is threading.main_thread():
+                if not INTERRUPTS.installed:
+                    INTERRUPTS.install()
+                    stack.callback(INTERRUPTS.uninstall)
+                INTERRUPTS.requested = None
+            graceful = False
+            try:
+                while not self.done:
+                    if self.last is not None and not graceful and self.handle_signals:
+                        stack.enter_context(INTERRUPTS.graceful(self.request_stop))
+                        graceful = True
+                    try:
+                        self.step()
+                    except KeyboardInterrupt:
+                        if self.status == "running":  # raised between records: the run is intact
+                            self._checkpoint_then_stop()
+                            self.status = "interrupted"
+                        raise
+                    except Exception:
+                        if self.status == "running":
+                            self.status = "failed"
+                        raise
+            finally:
+                self.close()
+        assert self._result is not None
+        return self._result
+
+    def _checkpoint_then_stop(self) -> None:
+        """After an interrupt between records: one more record, with a checkpoint."""
+        if self.last is None or self._run is None or self.done:
+            return
+        if self.checkpointed is not None and self.checkpointed.iteration == self.last.iteration:
+            return  # the last record has its checkpoint already
+        self.request_stop(signal.SIGINT)
+        print(f"{self.label}: interrupted: checkpointing at the next record", file=self.stream)
+        with contextlib.suppress(KeyboardInterrupt):  # a second one: the last checkpoint stands
+            while not self.done:
+                self.step()
+
+    def close(self) -> TrainResult:
+        """Stop the backend, close the loggers, write summary.json and the trace (once)."""
+        if self._result is not None:
+            return self._result
+        if self.status == "running":
+            self.status = "interrupted" if self.last is not None else "failed"
+        run, self._run = self._run, None
+        try:
+            if run is not None:
+                run.close()
+        finally:
+            for logger in self.loggers:
+                logger.close()
+            if self.last is not None:
+                self._summary()
+            if self.trace_file is not None and run is not None and self.records:
+                resumed = self.setup.resumed
+                save_trace(self.trace_file, self.algo.name, self.config, run.trace, self.records,
+                           self.checkpoint_every, self.final, resumed.path if resumed else None)
+            ckpt = self.checkpointed
+            self._result = TrainResult(
+                self.status, self.run_dir, self.last,
+                self.run_dir / CHECKPOINT if ckpt is not None else None,
+                None if ckpt is None else ckpt.iteration, self.reached, self.signal)
+            for callback in self.callbacks:
+                callback.on_end(self, self._result)
+        return self._result
+
+    def _summary(self) -> None:
+        m = self.last
+        assert m is not None
+        ckpt = self.checkpointed
+        doc = {
+            "algo": self.algo.name, "env": self.config.env, "seed": self.config.seed,
+            "backend": self.backend, "status": self.status, "iterations": m.iteration,
+            "env_steps_sampled": m.env_steps_sampled, "env_steps_trained": m.env_steps_trained,
+            "episodes": m.episodes, "episode_return_mean": _num(m.episode_return_mean),
+            "best_episode_return_mean": _num(self.best), "time_s": round(m.time_s, 3),
+            "target_return": self.target,
+            "reached_target": None if self.reached is None else {
+                "env_steps": self.reached.env_steps_sampled,
+                "time_s": round(self.reached.time_s, 3)},
+            "signal": None if self.signal is None else signal.Signals(self.signal).name,
+            "checkpoint": str(self.run_dir / CHECKPOINT) if ckpt is not None else None,
+            # the checkpoint may predate the last record (a run killed between checkpoints)
+            "checkpoint_iteration": None if ckpt is None else ckpt.iteration,
+            "checkpoint_env_steps": None if ckpt is None else ckpt.env_steps_sampled,
+            "checkpoint_is_latest": ckpt is not None and ckpt.iteration == m.iteration,
+            "config": to_dict(self.config),
+            "train": None if m.train is None else attrs.asdict(m.train),
+        }
+        write_json(self.run_dir / "summary.json", doc)
+
+    def _reraise(self, e: ActorError) -> Any:
+        better = explain_actor_error(e, self.address)
+        if better is e:
+            raise e
+        raise better from e
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if kind is not None and self.status == "running":
+            self.status = "interrupted" if isinstance(value, KeyboardInterrupt) else "failed"
+        self.close()
+
+
+def _num(x: float) -> float | None:
+    return None if not math.isfinite(x) else round(x, 4)
+
+
+def train(algo: str | Algorithm | RolloutSettings, run_dir: str | Path | None = None,
+          **options: Any) -> TrainResult:
+    """Train ``algo`` into ``run_dir`` and return how it ended: ``Trainer(algo, run_dir,
+    **options).run()`` (see `Trainer` for the options).
+
+    >>> import rxrl
+    >>> result = rxrl.train("ppo", "/tmp/doctest-ppo", steps=2048, backend="reference",
+    ...                     loggers=["csv"], settings={"num_workers": 1})  # doctest: +SKIP
+    """
+    return Trainer(algo, run_dir, **options).run()
+
+
+__all__ = ["Status", "TrainResult", "Trainer", "train"]

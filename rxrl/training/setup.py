@@ -168,9 +168,9 @@ def check_writable(path: Path) -> None:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        raise ValueError(f"cannot write to --out {path}: {probe} is not a directory")
+        raise ValueError(f"cannot write to --out {path}: Not a directory ({probe} is a file)")
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write to --out {path}: {probe} is not writable")
+        raise ValueError(f"cannot write to --out {path}: Permission denied ({probe})")
 
 
 def same_dir(a: Path, b: Path) -> bool:

@@ -165,10 +165,15 @@ LoggerSpec = str | Callable[[RunInfo], Logger]
 
 
 def check_loggers(loggers: Sequence[LoggerSpec]) -> None:
-    """Refuse an unknown logger name in one line that lists the known ones."""
+    """Refuse an unknown logger name in one line that lists the known ones, and a tracker whose
+    library is missing (ImportError naming the extra)."""
     for spec in loggers:
         if isinstance(spec, str) and spec not in LOGGERS:
             raise ValueError(f"unknown logger {spec!r}; choose from {sorted(LOGGERS)}")
+        if spec in ("wandb", "mlflow"):  # its library, looked up before anything starts
+            from rxrl.training.tracking import require
+
+            require(spec)
 
 
 def make_loggers(loggers: Sequence[LoggerSpec], run: RunInfo) -> list[Logger]:

@@ -332,8 +332,10 @@ class Trainer:
             if run is not None:
                 run.close()
         finally:
+            closing = contextlib.ExitStack()  # every logger is closed, whichever raises
             for logger in self.loggers:
-                logger.close()
+                closing.callback(logger.close)
+            closing.close()
             if self.last is not None:
                 self._summary()
             if self.trace_file is not None and run is not None and self.records:

@@ -1,0 +1,197 @@
+"""`rxrl.train` / `rxrl.Trainer` from Python: a run, step by step, interrupted, resumed; callbacks.
+
+The laws: an interrupted and resumed run ends at the env-step count of an uninterrupted one,
+with one metrics row per iteration (none lost, none twice); callbacks see exactly the rows the
+CSV gets, in order, and each checkpoint after it is on disk.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import os
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rxrl
+from rxrl.algos.configs import with_settings
+from rxrl.algos.on_policy.ppo import PPO
+from rxrl.rl.data.metrics import Metrics
+from rxrl.training import Callback, Trainer, TrainResult, load_checkpoint
+from rxrl.training.loggers import COUNTS
+
+#: a small PPO: 128 env steps per iteration (1 worker x 2 envs x 64 steps)
+QUICK: dict[str, Any] = {"num_workers": 1, "num_envs_per_worker": 2, "fragment_length": 64,
+                         "train_batch_size": 256, "num_epochs": 1, "minibatch_size": 128}
+STEPS = 2560  # 10 iterations of 256 env steps
+
+
+def quick(run_dir: Path, **options: Any) -> Trainer:
+    """A reference-backend PPO trainer with CSV logs only, signals left alone."""
+    kwargs: dict[str, Any] = {"backend": "reference", "steps": STEPS, "settings": QUICK,
+                              "loggers": ["csv"], "checkpoint_every": 1024, "handle_signals": False}
+    kwargs.update(options)
+    return Trainer("ppo", run_dir, **kwargs)
+
+
+def rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "metrics.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+class Recorder(Callback):
+    """Every hook call, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def on_start(self, trainer: Trainer) -> None:
+        self.calls.append(("start", trainer.run_dir.exists()))
+
+    def on_iteration(self, trainer: Trainer, record: Metrics) -> None:
+        self.calls.append(("iteration", record.as_row()))
+
+    def on_checkpoint(self, trainer: Trainer, path: Path, record: Metrics,
+                      state: Mapping[str, Any]) -> None:
+        on_disk = load_checkpoint(path).counters.iteration
+        self.calls.append(("checkpoint", (record.iteration, on_disk, sorted(state)[:2])))
+
+    def on_end(self, trainer: Trainer, result: TrainResult) -> None:
+        self.calls.append(("end", result.status))
+
+
+class InterruptAt(Callback):
+    """Raises KeyboardInterrupt at one iteration, as a user's Ctrl-C in a callback would."""
+
+    def __init__(self, iteration: int) -> None:
+        self.iteration = iteration
+
+    def on_iteration(self, trainer: Trainer, record: Metrics) -> None:
+        if record.iteration == self.iteration:
+            raise KeyboardInterrupt
+
+
+def test_callbacks_are_called_in_order_with_the_rows_the_csv_gets(tmp_path: Path) -> None:
+    recorder = Recorder()
+    result = quick(tmp_path / "run", callbacks=[recorder]).run()
+    assert result.status == "completed" and result.env_steps >= STEPS
+    kinds = [kind for kind, _ in recorder.calls]
+    assert kinds[0] == "start" and kinds[-1] == "end"
+    assert recorder.calls[0][1] is False  # nothing written before the first record
+    assert recorder.calls[-1][1] == "completed"
+    seen = [row for kind, row in recorder.calls if kind == "iteration"]
+    written = rows(tmp_path / "run")
+    assert len(seen) == len(written) == result.last.iteration  # type: ignore[union-attr]
+    for row, line in zip(seen, written, strict=True):
+        assert set(line) == set(row)
+        for key, value in row.items():
+            assert line[key] == str(int(value) if key in COUNTS else value)
+    checkpoints = [info for kind, info in recorder.calls if kind == "checkpoint"]
+    # each checkpoint follows its record's iteration call, and is on disk when announced
+    assert checkpoints and all(it == on_disk for it, on_disk, _ in checkpoints)
+    assert checkpoints[-1][0] == result.checkpoint_iteration == result.last.iteration  # type: ignore[union-attr]
+    for i, (kind, info) in enumerate(recorder.calls):
+        if kind == "checkpoint":
+            assert recorder.calls[i - 1][0] == "iteration"
+            assert recorder.calls[i - 1][1]["iteration"] == info[0]
+
+
+def test_an_interrupt_from_a_callback_checkpoints_and_a_resume_loses_and_repeats_nothing(
+        tmp_path: Path) -> None:
+    whole = quick(tmp_path / "whole").run()
+    run_dir = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        quick(run_dir, callbacks=[InterruptAt(3)]).run()
+    ckpt = load_checkpoint(run_dir)
+    # the interrupt came between records: the run trained on to the next one and checkpointed it
+    assert ckpt.counters.iteration == 4
+    assert [int(r["iteration"]) for r in rows(run_dir)] == [1, 2, 3, 4]
+    summary = (run_dir / "summary.json").read_text()
+    assert '"status": "interrupted"' in summary
+    before = rows(run_dir)
+    resumed = quick(run_dir, resume=run_dir).run()
+    assert resumed.status == "completed"
+    assert resumed.last is not None and whole.last is not None
+    assert resumed.last.iteration == whole.last.iteration
+    after = rows(run_dir)
+    assert after[:4] == before  # the rows through the checkpoint are kept as they were
+    iterations = [int(r["iteration"]) for r in after]
+    assert iterations == list(range(1, whole.last.iteration + 1))  # none lost, none twice
+    # env steps continue from the checkpoint's and end where the uninterrupted run's do: at
+    # the first iteration past the budget (the counts per iteration differ by the few reset
+    # steps of the episodes a resumed worker starts afresh: envs are not checkpointed)
+    steps = [int(r["env_steps_sampled"]) for r in after]
+    assert all(b > a for a, b in itertools.pairwise(steps))
+    assert steps[-2] < STEPS <= steps[-1] and resumed.env_steps == steps[-1]
+    whole_steps = [int(r["env_steps_sampled"]) for r in rows(tmp_path / "whole")]
+    assert steps[:4] == whole_steps[:4]  # the same run until the interrupt
+    assert whole_steps[-2] < STEPS <= whole_steps[-1]
+
+
+def test_a_run_left_early_keeps_its_last_checkpoint_and_the_resume_cuts_back(
+        tmp_path: Path) -> None:
+    """Leaving the records' loop early (as an interrupt inside the backend does) closes the run
+    where it is: the last checkpoint stands, and the resume cuts the rows after it and trains
+    them again."""
+    run_dir = tmp_path / "run"
+    trainer = quick(run_dir, checkpoint_every=512)
+    for record in trainer:
+        if record.iteration == 3:
+            break
+    assert trainer.done is True  # iterating to a break closes the run
+    assert load_checkpoint(run_dir).counters.iteration == 2
+    resumed = quick(run_dir, resume=run_dir).run()
+    assert [int(r["iteration"]) for r in rows(run_dir)] == list(range(1, resumed.last.iteration + 1))  # type: ignore[union-attr]
+
+
+def test_the_first_sigint_stops_at_the_next_record_with_a_checkpoint(tmp_path: Path) -> None:
+    """Ctrl-C in a notebook: the kernel gets SIGINT; `run` ends gracefully and returns."""
+
+    class Signal(Callback):
+        def on_iteration(self, trainer: Trainer, record: Metrics) -> None:
+            if record.iteration == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.getsignal(signal.SIGINT)
+    result = quick(tmp_path / "run", callbacks=[Signal()], handle_signals=True).run()
+    assert signal.getsignal(signal.SIGINT) is previous  # put back
+    assert result.status == "interrupted" and result.signal == signal.SIGINT
+    assert result.last is not None and result.last.iteration == 3
+    assert result.checkpoint_iteration == 3
+
+
+def test_step_by_step_and_from_a_config(tmp_path: Path) -> None:
+    config = with_settings(PPO(), QUICK)
+    trainer = Trainer(config, tmp_path / "run", backend="reference", steps=768, loggers=["csv"],
+                      handle_signals=False)
+    assert trainer.algo.name == "ppo" and trainer.config == config
+    records = []
+    while (record := trainer.step()) is not None:
+        records.append(record.env_steps_sampled)
+    assert len(records) == 3 and records[1] < 768 <= records[2]
+    assert trainer.close().status == "completed"
+
+
+def test_rxrl_train_is_the_library_call(tmp_path: Path) -> None:
+    result = rxrl.train("ppo", tmp_path / "run", backend="reference", steps=512, settings=QUICK,
+                        loggers=["csv", "tensorboard"], handle_signals=False)
+    assert result.status == "completed" and result.env_steps >= 512
+    assert {"config.json", "metrics.csv", "checkpoint.pt", "summary.json", "tb"} <= {
+        p.name for p in (tmp_path / "run").iterdir()}
+
+
+def test_a_run_that_never_starts_leaves_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "run"
+    trainer = quick(target)
+    result = trainer.close()
+    assert result.status == "failed" and result.last is None
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(ValueError, match="unknown logger 'nope'"):
+        quick(target, loggers=["nope"])
+    quick(tmp_path / "done", steps=256).run()
+    with pytest.raises(ValueError, match="already holds a run"):
+        quick(tmp_path / "done")

@@ -18,6 +18,7 @@ lowers (``lower``). It does, once, what each backend used to do for itself:
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -68,9 +69,26 @@ class Compiled:
         return iter(sorted(seen.values(), key=lambda s: s.id))
 
 
+#: the last plan compiled with checks, and what it compiled to: a caller that looks at a plan
+#: before running it (``rxrl.train`` sizes the local Ray by its actors) and the run then share
+#: one compilation. Nodes and `Compiled` are frozen, so a hit is the same result.
+_last: tuple[weakref.ref[g.Node], Compiled] | None = None
+
+
 def compile_plan(root: g.Node, *, check: bool = True) -> Compiled:
     """Compile the plan ending in ``root``; ``check=False`` skips validation and fusion
-    (for printing plans that would not run)."""
+    (for printing plans that would not run). The same root compiled again (with checks) is
+    the same `Compiled`, not a second walk."""
+    global _last
+    if check and _last is not None and _last[0]() is root:
+        return _last[1]
+    compiled = _compile(root, check)
+    if check:
+        _last = (weakref.ref(root), compiled)
+    return compiled
+
+
+def _compile(root: g.Node, check: bool) -> Compiled:
     walk = _Walk(check)
     top = walk.visit(root)
     if check:

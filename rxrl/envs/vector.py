@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Mapping
 from contextlib import closing
 from typing import Any
@@ -25,9 +26,18 @@ class EnvSpaces:
 
     @staticmethod
     def of(env: str, env_kwargs: Mapping[str, Any] | None = None) -> EnvSpaces:
-        """The spaces of the registered gymnasium environment `env`."""
-        with closing(gym.make(env, **dict(env_kwargs or {}))) as instance:
-            return EnvSpaces(instance.observation_space, instance.action_space)
+        """The spaces of the registered gymnasium environment `env`: an instance is built the
+        first time a process asks for an (env, kwargs) pair, and its spaces kept (a run's
+        config checks, its learner and its policy checks then share one build)."""
+        key = (env, json.dumps(dict(env_kwargs or {}), sort_keys=True, default=repr))
+        if key not in _SPACES:
+            with closing(gym.make(env, **dict(env_kwargs or {}))) as instance:
+                _SPACES[key] = EnvSpaces(instance.observation_space, instance.action_space)
+        return _SPACES[key]
+
+
+#: `EnvSpaces.of`'s builds, by env id and kwargs
+_SPACES: dict[tuple[str, str], EnvSpaces] = {}
 
 
 def default_vectorization_mode(env: str) -> str:

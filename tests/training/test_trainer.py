@@ -195,3 +195,38 @@ def test_a_run_that_never_starts_leaves_nothing(tmp_path: Path) -> None:
     quick(tmp_path / "done", steps=256).run()
     with pytest.raises(ValueError, match="already holds a run"):
         quick(tmp_path / "done")
+
+
+def test_a_run_builds_the_env_once_on_the_driver_and_compiles_its_plan_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gymnasium
+
+    import rxrl.compile
+    from rxrl.envs import vector
+    from rxrl.training.setup import ray_init_options
+
+    made: list[str] = []
+    make = gymnasium.make
+
+    def counting_make(env: Any, **kwargs: Any) -> Any:
+        made.append(str(env))
+        return make(env, **kwargs)
+
+    compiled: list[object] = []
+    compile_ = rxrl.compile._compile
+
+    def counting_compile(root: Any, check: bool) -> Any:
+        compiled.append(root)
+        return compile_(root, check)
+
+    monkeypatch.setattr(vector, "_SPACES", {})
+    monkeypatch.setattr(gymnasium, "make", counting_make)
+    monkeypatch.setattr(rxrl.compile, "_compile", counting_compile)
+    trainer = quick(tmp_path / "run", steps=512)
+    trainer.start()  # builds the plan and runs it (the reference backend: workers in-process)
+    assert trainer.plan is not None
+    ray_init_options(trainer.plan)  # what the ray backend reads of the plan before it runs
+    assert trainer.step() is not None
+    trainer.close()
+    assert made == ["CartPole-v1"]  # the spaces: one throwaway instance (workers use vector envs)
+    assert len(compiled) == 1

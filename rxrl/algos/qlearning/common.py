@@ -82,6 +82,18 @@ class ReplaySettings(Protocol):
     def learner(self) -> _HasReplay: ...
 
 
+def refuse_unused(config: RolloutSettings, not_here: Mapping[str, str], family: str,
+                  learner: str) -> None:
+    """Refuse a `RolloutSettings` field that a replay algorithm does not use (``not_here``: the
+    field -> the setting to use instead), and a learner device other than the CPU."""
+    name, defaults = type(config).__name__, RolloutSettings()
+    for field, instead in not_here.items():
+        if getattr(config, field) != getattr(defaults, field):
+            raise ValueError(f"{name}.{field} does not apply to {family}: set {instead}")
+    if config.learner_device != "cpu":
+        raise ValueError(f"{name}.learner_device must be 'cpu': {learner} trains on the CPU")
+
+
 @attrs.frozen(kw_only=True)
 class QSettings(RolloutSettings):
     """Settings of the Q-learning plans (the env, seed and worker counts are `RolloutSettings`').
@@ -107,12 +119,7 @@ class QSettings(RolloutSettings):
     learner: DQNConfig = attrs.field(factory=DQNConfig, validator=instance_of(DQNConfig))
 
     def __attrs_post_init__(self) -> None:
-        name, defaults = type(self).__name__, RolloutSettings()
-        for field, instead in _NOT_HERE.items():
-            if getattr(self, field) != getattr(defaults, field):
-                raise ValueError(f"{name}.{field} does not apply to Q-learning: set {instead}")
-        if self.learner_device != "cpu":
-            raise ValueError(f"{name}.learner_device must be 'cpu': DQNLearner trains on the CPU")
+        refuse_unused(self, _NOT_HERE, "Q-learning", "DQNLearner")
 
     @property
     def sample_size(self) -> int:
@@ -409,6 +416,7 @@ def greedy(config: QSettings, state: Mapping[str, Any]) -> Callable[..., Any]:
 
 
 __all__ = [
+    "refuse_unused",
     "DQNGroups", "EnvSteps", "Fixed", "Pickled", "QGroups", "QSettings",
     "QWorkerFactory", "ReplayLearnerFactory", "ReplaySettings", "ShardFactory", "Stateful", "check",
     "check_replay", "resumed",

@@ -34,6 +34,7 @@ from rxrl.algos.qlearning.common import (
     ReplayLearnerFactory,
     ShardFactory,
     check_replay,
+    refuse_unused,
     resumed,
     snapshot,
 )
@@ -77,12 +78,7 @@ class SAC(RolloutSettings):
     learner: SACConfig = attrs.field(factory=SACConfig, validator=instance_of(SACConfig))
 
     def __attrs_post_init__(self) -> None:
-        name, defaults = type(self).__name__, RolloutSettings()
-        for field, instead in _NOT_HERE.items():
-            if getattr(self, field) != getattr(defaults, field):
-                raise ValueError(f"{name}.{field} does not apply to SAC: set {instead}")
-        if self.learner_device != "cpu":
-            raise ValueError(f"{name}.learner_device must be 'cpu': SACLearner trains on the CPU")
+        refuse_unused(self, _NOT_HERE, "SAC", "SACLearner")
 
     @property
     def calls_per_round(self) -> float:

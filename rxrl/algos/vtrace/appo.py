@@ -8,17 +8,14 @@ from typing import Any
 import attrs
 
 import rxrl
-from rxrl import ops
 from rxrl.algos.common import Groups, Start, instance_of, int_at_least, optional
 from rxrl.algos.spec import Algorithm
 from rxrl.algos.vtrace.common import (
-    VTraceProgress,
     VTraceSettings,
-    learn_on_batches,
-    load_weights_if_sent,
+    asynchronous_plan,
     vtrace_groups,
 )
-from rxrl.rl import APPOConfig, APPOLearner, Metrics, RolloutWorker
+from rxrl.rl import APPOConfig, APPOLearner, Metrics
 
 #: The learner settings `APPO` starts from: the clipped surrogate (0.4) against a target network
 #: refreshed every update, 4 epochs of minibatches of 128 per batch of 512, Adam lr 1e-3
@@ -54,18 +51,9 @@ def groups(config: APPO, start: Start | None = None) -> Groups[APPOLearner]:
 
 
 def plan(config: APPO, actors: Groups[APPOLearner] | None = None) -> rxrl.Plan[Metrics]:
-    """APPO as a plan: one `Metrics` record per learner update, forever."""
-    workers, learner = (actors or groups(config)).pair
-    progress = VTraceProgress()
-    return (
-        rxrl.from_actors(workers, RolloutWorker.sample_fragment)  # raw fragments, behaviour log-probs
-        | ops.gather(config.max_in_flight, tagged=True)      # completion order, tagged with the worker
-        | ops.call(learner, learn_on_batches(config),         # batches, V-trace steps: on the learner,
-                   max_in_flight=config.learner_queue)        # the next batch already waiting
-        | ops.call(workers, load_weights_if_sent,             # routed by the tag: the sender only
-                   max_in_flight=config.reply_queue)          # (the driver never waits for a worker)
-        | ops.flat_map(progress.observe_reply)                # a Metrics record per update
-    )
+    """APPO as a plan: IMPALA's (`rxrl.algos.vtrace.common.asynchronous_plan`), one `Metrics`
+    record per learner update, forever; the learner's update is what differs."""
+    return asynchronous_plan(config, actors or groups(config))
 
 
 #: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies

@@ -23,6 +23,8 @@ from typing import Any, ClassVar
 
 import attrs
 
+import rxrl
+from rxrl import ops
 from rxrl.actors import Tagged
 from rxrl.algos.common import (
     Groups,
@@ -158,5 +160,24 @@ class VTraceProgress(Progress):
         return [] if reply.report is None else [self.observe_train(reply.report)]
 
 
-__all__ = ["Reply", "VTraceProgress", "VTraceSettings", "learn_on_batches", "load_weights_if_sent",
+
+def asynchronous_plan(config: VTraceSettings, actors: Groups[Any]) -> rxrl.Plan[Metrics]:
+    """IMPALA's dataflow, APPO's too: fragments in completion order to a pipelined learner, its
+    reply (new weights, at most every ``broadcast_interval`` updates) to the sender only; one
+    `Metrics` record per learner update, forever."""
+    workers, learner = actors.pair
+    progress = VTraceProgress()
+    return (
+        rxrl.from_actors(workers, RolloutWorker.sample_fragment)  # raw fragments, behaviour log-probs
+        | ops.gather(config.max_in_flight, tagged=True)      # completion order, tagged with the worker
+        | ops.call(learner, learn_on_batches(config),         # batches, V-trace steps: on the learner,
+                   max_in_flight=config.learner_queue)        # the next batch already waiting
+        | ops.call(workers, load_weights_if_sent,             # routed by the tag: the sender only
+                   max_in_flight=config.reply_queue)          # (the driver never waits for a worker)
+        | ops.flat_map(progress.observe_reply)                # a Metrics record per update
+    )
+
+
+__all__ = ["Reply", "VTraceProgress", "VTraceSettings", "asynchronous_plan", "learn_on_batches",
+           "load_weights_if_sent",
            "vtrace_groups"]

@@ -8,25 +8,21 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 import rxrl
-from rxrl import ops
 from rxrl.algos.common import (
     Groups,
     LearnerPlacement,
-    Progress,
     RolloutSettings,
     Start,
     env_spaces,
     instance_of,
     int_at_least,
-    join_rounds,
     make_groups,
-    rows,
-    set_weights,
     train_on_fragments,
     valid_placement,
 )
+from rxrl.algos.on_policy.common import synchronous_plan
 from rxrl.algos.spec import Algorithm
-from rxrl.rl import A2CConfig, Metrics, RolloutWorker
+from rxrl.rl import A2CConfig, Metrics
 from rxrl.rl.models.initial import LazyClass
 
 if TYPE_CHECKING:
@@ -68,19 +64,9 @@ def groups(config: A2C, start: Start | None = None) -> Groups[A2CLearner]:
 
 
 def plan(config: A2C, actors: Groups[A2CLearner] | None = None) -> rxrl.Plan[Metrics]:
-    """A2C as a plan: one `Metrics` record per gradient step, forever."""
-    workers, learner = (actors or groups(config)).pair
-    progress = Progress()
-    rounds = (rxrl.from_actors(workers, RolloutWorker.sample)  # Shards[SampleBatch]: a fragment each
-              | ops.barrier())                                # one round, all sampled with one weights
-    if config.train_batch_size > config.round_size:             # a batch of several rounds
-        rounds = rounds | ops.window(min_size=config.train_batch_size, combine=join_rounds, size=rows)
-    return (
-        rounds
-        | ops.call(learner, train_on_fragments)             # concat, standardize, train: on the learner
-        | ops.broadcast(workers, set_weights)               # reaches every worker before it samples
-        | ops.map(progress.observe_trained)                 # Metrics
-    )
+    """A2C as a plan: one `Metrics` record per gradient step, forever (PPO's dataflow:
+    `rxrl.algos.on_policy.common.synchronous_plan`)."""
+    return synchronous_plan(config, actors or groups(config), train_on_fragments)
 
 
 #: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies

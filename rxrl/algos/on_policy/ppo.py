@@ -8,28 +8,24 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 import rxrl
-from rxrl import ops
 from rxrl.algos.common import (
     Groups,
     LearnerPlacement,
-    Progress,
     RolloutSettings,
     Start,
     Trained,
     env_spaces,
     instance_of,
     int_at_least,
-    join_rounds,
     make_groups,
     optional,
-    rows,
     set_learning_rate,
-    set_weights,
     train_on_fragments,
     valid_placement,
 )
+from rxrl.algos.on_policy.common import synchronous_plan
 from rxrl.algos.spec import Algorithm
-from rxrl.rl import Metrics, PPOConfig, RolloutWorker, SampleBatch
+from rxrl.rl import Metrics, PPOConfig, SampleBatch
 from rxrl.rl.models.initial import LazyClass
 
 if TYPE_CHECKING:
@@ -82,20 +78,18 @@ def groups(config: PPO, start: Start | None = None) -> Groups[PPOLearner]:
 
 
 def plan(config: PPO, actors: Groups[PPOLearner] | None = None) -> rxrl.Plan[Metrics]:
-    """PPO as a plan: one `Metrics` record per training iteration, forever."""
-    workers, learner = (actors or groups(config)).pair
-    progress = Progress()
-    rounds = (rxrl.from_actors(workers, RolloutWorker.sample)  # Shards[SampleBatch]: a fragment each
-              | ops.barrier())                                # one round, all sampled with one weights
-    if config.train_batch_size > config.round_size:             # a batch of several rounds
-        rounds = rounds | ops.window(min_size=config.train_batch_size, combine=join_rounds, size=rows)
+    """PPO as a plan: one `Metrics` record per training iteration, forever.
+
+    The dataflow (`rxrl.algos.on_policy.common.synchronous_plan`, A2C's too)::
+
+        from_actors(workers, RolloutWorker.sample) | barrier()   # one round, one weights
+        [| window(min_size=train_batch_size)]                     # several rounds a batch
+        | call(learner, train_on_fragments)                       # concat, standardize, train
+        | broadcast(workers, set_weights)                         # before the next round
+        | map(progress.observe_trained)                           # Metrics
+    """
     train = train_on_fragments if config.lr_decay_steps is None else decayed(config)
-    return (
-        rounds
-        | ops.call(learner, train)                          # concat, standardize, train: on the learner
-        | ops.broadcast(workers, set_weights)               # reaches every worker before it samples
-        | ops.map(progress.observe_trained)                 # Metrics
-    )
+    return synchronous_plan(config, actors or groups(config), train)
 
 
 def decayed(config: PPO) -> Callable[[PPOLearner, list[SampleBatch]], Trained]:

@@ -1,0 +1,45 @@
+"""What the synchronous on-policy plans (PPO, A2C) share: their dataflow."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import rxrl
+from rxrl import ops
+from rxrl.algos.common import Groups, Progress, Trained, join_rounds, rows, set_weights
+from rxrl.rl import Metrics, RolloutWorker, SampleBatch
+
+
+class Batched(Protocol):
+    """The settings the dataflow reads: env steps per batch and per barrier round."""
+
+    @property
+    def train_batch_size(self) -> int:
+        """Env steps a learner batch holds at least."""
+
+    @property
+    def round_size(self) -> int:
+        """Env steps one barrier round samples."""
+
+
+def synchronous_plan(config: Batched, actors: Groups[Any],
+                     train: Callable[[Any, list[SampleBatch]], Trained]) -> rxrl.Plan[Metrics]:
+    """PPO's and A2C's dataflow: a barrier round of fragments (several, windowed, up to
+    ``train_batch_size``) trained on the learner by ``train``, the weights broadcast to every
+    worker before it samples again; one `Metrics` record per batch, forever."""
+    workers, learner = actors.pair
+    progress = Progress()
+    rounds = (rxrl.from_actors(workers, RolloutWorker.sample)  # Shards[SampleBatch]: a fragment each
+              | ops.barrier())                                # one round, all sampled with one weights
+    if config.train_batch_size > config.round_size:             # a batch of several rounds
+        rounds = rounds | ops.window(min_size=config.train_batch_size, combine=join_rounds, size=rows)
+    return (
+        rounds
+        | ops.call(learner, train)                          # concat, standardize, train: on the learner
+        | ops.broadcast(workers, set_weights)               # reaches every worker before it samples
+        | ops.map(progress.observe_trained)                 # Metrics
+    )
+
+
+__all__ = ["Batched", "synchronous_plan"]

@@ -19,6 +19,7 @@ from rxrl.actors import ActorGroup, Tagged
 from rxrl.envs.vector import EnvSpaces, registered_id
 from rxrl.rl.config import PolicyConfig
 from rxrl.rl.data.batch import SampleBatch, standardize
+from rxrl.rl.data.episode_metrics import declared_names, resolve_episode_metrics
 from rxrl.rl.data.metrics import EpisodeStats, Metrics, MetricsAccumulator, TrainMetrics
 from rxrl.rl.models.forward import Weights
 from rxrl.rl.models.initial import InitialWeights
@@ -97,6 +98,18 @@ def _mapping(inst: Any, attribute: attrs.Attribute[Mapping[str, Any]], value: An
                          f"keys, got {value!r}")
 
 
+def _episode_metrics(inst: Any, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is not None:  # imported here, on the driver, as env ids are checked
+        resolve_episode_metrics(value, f"{type(inst).__name__}.{attribute.name}")
+
+
+def episode_metric_names(settings: object) -> tuple[str, ...]:
+    """The names ``settings.episode_metrics`` declares (its ``names`` attribute; ``()`` when
+    unset or absent): a plan's `Progress` reports them from its first record
+    (`rxrl.rl.data.episode_metrics`)."""
+    return declared_names(getattr(settings, "episode_metrics", None))
+
+
 #: ``RolloutSettings.learner_device``
 LearnerDevice = Literal["cpu", "cuda", "auto"]
 
@@ -153,6 +166,13 @@ class RolloutSettings:
     that the workers wait for anyway; building it then sets the driver's torch thread count
     to ``learner_threads``, and with CUDA the driver's GPU is the one it uses). PPO and A2C
     place it on the driver by default.
+
+    ``episode_metrics``: ``"module:function"``, a function every rollout worker calls for
+    each episode that ends (with that sub-env's final ``info``, the episode's return and
+    length) that returns ``{name: number}``; the driver reports each name as a
+    ``custom/<name>`` column, the mean over the last 100 episodes
+    (`rxrl.rl.data.episode_metrics`). Imported when the settings are built: a name that does
+    not import is a ValueError naming the setting.
     """
 
     env: str = attrs.field(default="CartPole-v1", validator=_env_id)
@@ -167,6 +187,7 @@ class RolloutSettings:
     learner_threads: int = attrs.field(default=1, validator=int_at_least(1))
     learner_device: LearnerDevice = attrs.field(default="cpu", validator=_device)
     learner_placement: LearnerPlacement = attrs.field(default="actor", validator=valid_placement)
+    episode_metrics: str | None = attrs.field(default=None, validator=_episode_metrics)
 
     #: whether the plan merges the workers' running statistics on its learner (so that
     #: ``policy.normalize_obs`` / ``policy.scale_rewards`` may be set)
@@ -346,7 +367,8 @@ def _workers(settings: RolloutSettings, start: Start | None, *, torch_free: bool
         weights = InitialWeights(spaces.observation, spaces.action, s.policy, s.seed)
     return RolloutWorkerFactory(s.env, s.num_envs_per_worker, s.fragment_length, worker_seed(s, start),
                                 s.gamma, s.lam, s.policy, weights, s.env_kwargs,
-                                start.version() if start is not None else 0, torch_policy=not torch_free)
+                                start.version() if start is not None else 0, torch_policy=not torch_free,
+                                episode_metrics=s.episode_metrics)
 
 
 def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config: Any,
@@ -372,7 +394,7 @@ def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config
 
 def episodes_of(batch: SampleBatch) -> EpisodeStats:
     """``batch``'s episode statistics and env steps without its (large) rows."""
-    return EpisodeStats(batch.episode_returns, batch.episode_lengths, batch.env_steps)
+    return EpisodeStats(batch.episode_returns, batch.episode_lengths, batch.env_steps, batch.episode_metrics)
 
 
 class TrainsOnBatches(Protocol):
@@ -457,6 +479,7 @@ class Progress(MetricsAccumulator):
 __all__ = [
     "Groups", "LearnerDevice", "LearnerFactory", "LearnerPlacement", "Progress", "RolloutSettings",
     "Start", "Trained", "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "episodes_of",
+    "episode_metric_names",
     "WORKER_KEYS", "device_of", "float_in", "for_workers", "instance_of", "int_at_least", "join_rounds",
     "make_groups",
     "optional", "valid_placement", "registered_id", "rows", "spaces_of", "worker_seed",

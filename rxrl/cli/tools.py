@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 import rxrl
 from rxrl.algos import get
-from rxrl.algos.common import Start, env_spaces
+from rxrl.algos.common import Start
 from rxrl.algos.configs import from_dict, parse_assignment, with_settings
 from rxrl.training.checkpoint import (
     TRACE_FORMAT,
@@ -25,6 +24,7 @@ from rxrl.training.checkpoint import (
     same,
     training_plan,
 )
+from rxrl.training.evaluation import PolicyMismatch, greedy_episodes, greedy_policy
 
 # ------------------------------------------------------------------------------------ show
 
@@ -66,13 +66,7 @@ def evaluate(args: argparse.Namespace) -> int:
         raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
     ckpt = load_checkpoint(args.checkpoint)
     config = ckpt.config
-    act: Any
-    if ckpt.algo.greedy is not None:  # not an actor-critic: the algorithm's own (DQN: argmax Q)
-        try:
-            act = ckpt.algo.greedy(config, ckpt.learner_state)
-        except ValueError as e:
-            raise ValueError(f"corrupt checkpoint {ckpt.path}: {e}") from e
-    elif ckpt.algo.evaluate is not None:  # a multi-agent checkpoint: its policies are per agent
+    if ckpt.algo.evaluate is not None:  # a multi-agent checkpoint: its policies are per agent
         try:
             done = ckpt.algo.evaluate(config, ckpt.learner_state, args.episodes, args.seed)
         except (RuntimeError, KeyError, TypeError) as e:
@@ -84,17 +78,10 @@ def evaluate(args: argparse.Namespace) -> int:
               f"greedy episodes (the lowest agent's, {lowest}, as in training); per agent: {per_agent}; "
               f"total per episode {_spread(done.returns)}")
         return 0
-    else:
-        from rxrl.rl.models.policy import make_policy  # torch: only for this
-
-        spaces = env_spaces(config, ckpt.algo.name)
-        policy = make_policy(spaces.observation, spaces.action, config.policy, config.seed)
-        try:
-            policy.load_state_dict(ckpt.learner_state["policy"])
-        except (RuntimeError, KeyError, TypeError) as e:
-            raise ValueError(f"corrupt checkpoint {ckpt.path}: the policy does not fit its config "
-                             f"({' '.join(str(e).split())[:200]})") from e
-        act = policy.act
+    try:  # the algorithm's own (DQN: argmax Q), else the config's actor-critic
+        act = greedy_policy(ckpt.algo, config, ckpt.learner_state)
+    except PolicyMismatch as e:
+        raise ValueError(f"corrupt checkpoint {ckpt.path}: {e}") from e
     returns = episode_returns(config.env, dict(config.env_kwargs), act, args.episodes, args.seed)
     print(f"{ckpt.algo.name} {config.env}: mean return {_spread(returns)} over {len(returns)} "
           "greedy episodes")
@@ -109,29 +96,9 @@ def _spread(returns: list[float]) -> str:
 
 def episode_returns(env_id: str, env_kwargs: dict[str, Any], act: Any, episodes: int,
                     seed: int) -> list[float]:
-    """Returns of ``episodes`` episodes of ``act(obs_batch, deterministic=True)`` on one env."""
-    env: Any = gym.make(env_id, **env_kwargs)
-    space = env.action_space
-    returns: list[float] = []
-    try:
-        obs, _ = env.reset(seed=seed)
-        while len(returns) < episodes:
-            total, done = 0.0, False
-            while not done:
-                actions, _, _ = act(np.asarray(obs)[None], deterministic=True)
-                action = actions[0]
-                if isinstance(space, gym.spaces.Box):
-                    action = np.clip(action, space.low, space.high)
-                elif isinstance(space, gym.spaces.Discrete):
-                    action = int(action) + int(space.start)
-                obs, reward, terminated, truncated, _ = env.step(action)
-                total += float(reward)
-                done = bool(terminated or truncated)
-            returns.append(total)
-            obs, _ = env.reset()
-    finally:
-        env.close()
-    return returns
+    """Returns of ``episodes`` episodes of ``act(obs_batch, deterministic=True)`` on one env,
+    seeded ``seed`` at its first reset (`rxrl.training.evaluation.greedy_episodes`)."""
+    return greedy_episodes(env_id, env_kwargs, act, episodes, seed)[0]
 
 
 # ------------------------------------------------------------------------------------ plot

@@ -52,6 +52,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"(default {WORKER_RESTARTS}; 0: a dead worker ends the run; -1: no limit)")
     p.add_argument("--trace", metavar="FILE", help="save the run's trace for `rxrl replay`")
     p.add_argument("--address", help="an existing Ray cluster to run on (ray backend)")
+    p.add_argument("--eval-interval", type=int, default=0, metavar="N",
+                   help="evaluate the greedy policy every N iterations, beside training, on "
+                        "unseen seeds (default 0: off; ppo a2c a3c impala appo dqn apex sac)")
+    p.add_argument("--eval-workers", type=int, default=1, metavar="K",
+                   help="evaluator actors (default 1)")
+    p.add_argument("--eval-episodes", type=int, default=10, metavar="E",
+                   help="greedy episodes per evaluation (default 10)")
     p.add_argument("--logger", dest="loggers", action="append", metavar="NAME",
                    help=f"where records go, repeatable or comma-separated: {' | '.join(LOGGERS)} "
                         f"(default {','.join(DEFAULT_LOGGERS)}; wandb and mlflow need their extras)")
@@ -86,7 +93,10 @@ def trainer(args: argparse.Namespace) -> Trainer:
                    workers=args.workers, seed=args.seed, resume=args.resume, backend=args.backend,
                    address=args.address, checkpoint_every=args.checkpoint_every,
                    target_return=args.target_return, worker_restarts=args.worker_restarts,
-                   trace=args.trace, loggers=loggers_of(args), callbacks=[Progress()])
+                   trace=args.trace, loggers=loggers_of(args), callbacks=[Progress()],
+                   evaluation_interval=getattr(args, "eval_interval", 0),
+                   evaluation_workers=getattr(args, "eval_workers", 1),
+                   evaluation_episodes=getattr(args, "eval_episodes", 10))
 
 
 def train(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import attrs
 
@@ -27,6 +27,7 @@ from rxrl.algos.common import RolloutSettings, Start
 from rxrl.algos.configs import from_dict, to_dict
 from rxrl.plan import Op
 from rxrl.rl import EnvSpaces, Metrics
+from rxrl.training.evaluation import EvalResult, Evaluation, check_supported, with_evaluation
 
 if TYPE_CHECKING:
     from rxrl.rl.learners.actor_critic import Learner
@@ -91,26 +92,49 @@ def snapshot_if_due(learner: Learner, snapshot: Snapshot) -> Snapshot:
     return attrs.evolve(snapshot, state=learner.state_dict()) if snapshot.due else snapshot
 
 
+@overload
 def training_plan(algo: Algorithm, config: RolloutSettings, start: Start | None,
-                  clock: CheckpointClock, worker_restarts: int = 0) -> rxrl.Plan[Snapshot]:
+                  clock: CheckpointClock, worker_restarts: int = 0, *,
+                  evaluation: None = None) -> rxrl.Plan[Snapshot]: ...
+
+
+@overload
+def training_plan(algo: Algorithm, config: RolloutSettings, start: Start | None,
+                  clock: CheckpointClock, worker_restarts: int = 0, *,
+                  evaluation: Evaluation) -> rxrl.Plan[Snapshot | EvalResult]: ...
+
+
+def training_plan(algo: Algorithm, config: RolloutSettings, start: Start | None,
+                  clock: CheckpointClock, worker_restarts: int = 0, *,
+                  evaluation: Evaluation | None = None) -> rxrl.Plan[Snapshot | EvalResult]:
     """The algorithm's plan plus checkpointing: the plan ``rxrl train`` runs (and replays).
 
     The clock's ``every`` and ``final`` count env steps of this run (not of the runs it
     resumes). With ``algo.records_in_flight > 1`` a snapshot is taken when the learner gets to
     it, after the batches queued before it: a checkpoint of an asynchronous run may hold a
     few updates more than its record counts. ``worker_restarts`` is the rollout workers' restart policy
-    (``ActorGroup.with_restarts``; distributed backends only).
+    (``ActorGroup.with_restarts``; distributed backends only). With ``evaluation``, the
+    snapshots are split and an evaluation branch runs beside them, its `EvalResult` items
+    merged into the stream (`rxrl.training.evaluation.with_evaluation`; ValueError for an
+    algorithm it does not support).
     """
+    if evaluation is not None:
+        check_supported(algo)
     actors = algo.groups(config, start)
     if worker_restarts:
         actors = attrs.evolve(actors, workers=actors.workers.with_restarts(worker_restarts))
     plan = algo.plan(config, actors)
+    snapshots: rxrl.Plan[Snapshot]
     if algo.snapshot is not None:  # several learners: the algorithm's own checkpoint step
         snapshot: Op[Snapshot, Snapshot] = algo.snapshot(actors)
-        return plan | ops.map(clock.mark) | snapshot
-    # an asynchronous learner has batches queued: its snapshots are pipelined behind them
-    return (plan | ops.map(clock.mark)
-            | ops.call(actors.learner, snapshot_if_due, max_in_flight=algo.records_in_flight))
+        snapshots = plan | ops.map(clock.mark) | snapshot
+    else:
+        # an asynchronous learner has batches queued: its snapshots are pipelined behind them
+        snapshots = (plan | ops.map(clock.mark)
+                     | ops.call(actors.learner, snapshot_if_due, max_in_flight=algo.records_in_flight))
+    if evaluation is None:
+        return snapshots
+    return with_evaluation(snapshots, actors.learner, algo, config, evaluation)
 
 
 # ----------------------------------------------------------------------------- checkpoints

@@ -43,6 +43,7 @@ from rxrl.training.checkpoint import (
     save_trace,
     training_plan,
 )
+from rxrl.training.evaluation import EvalResult, Evaluation, check_supported, empty_row, evaluation_settings
 from rxrl.training.interrupts import INTERRUPTS
 from rxrl.training.loggers import DEFAULT_LOGGERS, Logger, LoggerSpec, RunInfo, check_loggers, make_loggers
 from rxrl.training.machine import check_machine, check_overshoot, explain_actor_error
@@ -97,6 +98,11 @@ class Trainer:
     start, ``resume`` a run directory (or its checkpoint) to continue — in that directory
     unless ``run_dir`` names a new one.
 
+    ``evaluation_interval`` (iterations; 0 or None: off, the default), ``evaluation_workers``
+    and ``evaluation_episodes`` evaluate the greedy policy beside training
+    (`rxrl.training.evaluation`): the rows then carry ``eval/*`` columns (the latest
+    evaluation; NaN before the first) and summary.json an ``"evaluation"`` entry.
+
     Everything is checked when the trainer is made (ValueError, one line); nothing starts
     and nothing is written until the first `step`.
     """
@@ -108,7 +114,9 @@ class Trainer:
                  checkpoint_every: int = 25_000, target_return: float | None = None,
                  worker_restarts: int = WORKER_RESTARTS, trace: str | Path | None = None,
                  loggers: Sequence[LoggerSpec] = DEFAULT_LOGGERS, callbacks: Sequence[Callback] = (),
-                 handle_signals: bool = True, stream: IO[str] | None = None) -> None:
+                 handle_signals: bool = True, stream: IO[str] | None = None,
+                 evaluation_interval: int | None = None, evaluation_workers: int = 1,
+                 evaluation_episodes: int = 10) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {list(BACKENDS)}")
         if checkpoint_every < 1:
@@ -118,9 +126,13 @@ class Trainer:
         if target_return is not None and not math.isfinite(target_return):
             raise ValueError(f"--target-return must be a finite number, got {target_return}")
         check_loggers(loggers)
+        self.evaluation: Evaluation | None = evaluation_settings(
+            evaluation_interval, evaluation_workers, evaluation_episodes)
         self.setup: Setup = prepare(algo, env=env, settings=settings, steps=steps, workers=workers,
                                     seed=seed, resume=resume)
         self.algo, self.config, self.total = self.setup.algo, self.setup.config, self.setup.total
+        if self.evaluation is not None:
+            check_supported(self.algo)
         resumed = self.setup.resumed
         self.base = resumed.counters if resumed is not None else Counters()
         self.final = self.total - self.base.env_steps_sampled  # this run's share of the budget
@@ -141,8 +153,10 @@ class Trainer:
         self._logger_specs = list(loggers)
         self.loggers: list[Logger] = []
         self.clock = CheckpointClock(checkpoint_every, self.final, target_return)
-        self.plan: rxrl.Plan[Snapshot] | None = None
-        self._run: rxrl.Run[Snapshot] | None = None
+        self.plan: rxrl.Plan[Snapshot | EvalResult] | None = None
+        self._run: rxrl.Run[Snapshot | EvalResult] | None = None
+        #: the latest evaluation (its counters from the first run's start), None before the first
+        self.evaluated: EvalResult | None = None
         self.records: list[dict[str, float]] = []  # for the trace
         self.last: Metrics | None = None
         self.reached: Metrics | None = None
@@ -164,7 +178,11 @@ class Trainer:
             return
         resumed = self.setup.resumed
         start = Start(resumed.learner_state, reseed=self.base.iteration) if resumed is not None else None
-        self.plan = training_plan(self.algo, self.config, start, self.clock, self.worker_restarts)
+        if self.evaluation is None:
+            self.plan = training_plan(self.algo, self.config, start, self.clock, self.worker_restarts)
+        else:
+            self.plan = training_plan(self.algo, self.config, start, self.clock, self.worker_restarts,
+                                      evaluation=self.evaluation)
         options: dict[str, Any] = {}
         if self.backend == "ray":
             # "local": a Ray of this run's own, never a cluster that happens to run on this machine
@@ -196,7 +214,9 @@ class Trainer:
         self.start()
         assert self._run is not None
         try:
-            snapshot = next(self._run)
+            while isinstance(item := next(self._run), EvalResult):  # evaluations in between
+                self._evaluated(item)
+            snapshot = item
         except StopIteration:
             self.status = "completed"
             return None
@@ -226,6 +246,11 @@ class Trainer:
             self._stop_signal = signum
         self.clock.request()
 
+    def _evaluated(self, result: EvalResult) -> None:
+        """An evaluation's result: the eval columns of the next rows, summary.json's entry."""
+        self.evaluated = attrs.evolve(result, iteration=result.iteration + self.base.iteration,
+                                      env_steps=result.env_steps + self.base.env_steps_sampled)
+
     def _observe(self, snapshot: Snapshot) -> Metrics:
         m = self.base.offset(snapshot.metrics)
         if self.last is None:
@@ -236,6 +261,8 @@ class Trainer:
         if self.trace_file is not None:
             self.records.append(deterministic_fields(snapshot.metrics))
         row = m.as_row()
+        if self.evaluation is not None:  # from the first row: the CSV header stays the same
+            row.update(empty_row() if self.evaluated is None else self.evaluated.as_row())
         checkpoint = self._checkpoint(snapshot, m)
         if self.target is not None and m.episode_return_mean >= self.target:
             self.reached, self.status = m, "reached target"
@@ -374,6 +401,10 @@ class Trainer:
             "config": to_dict(self.config),
             "train": None if m.train is None else attrs.asdict(m.train),
         }
+        if self.evaluation is not None:
+            doc["evaluation"] = None if self.evaluated is None else {
+                **self.evaluated.as_dict(), "interval": self.evaluation.interval,
+                "workers": self.evaluation.workers}
         write_json(self.run_dir / "summary.json", doc)
 
     def _reraise(self, e: ActorError) -> Any:

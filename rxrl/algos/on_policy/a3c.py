@@ -18,6 +18,7 @@ from rxrl.algos.common import (
     Trained,
     WorkerGradients,
     env_spaces,
+    episode_metric_names,
     instance_of,
     int_at_least,
     make_groups,
@@ -95,7 +96,7 @@ def groups(config: A3C, start: Start | None = None) -> Groups[A2CLearner]:
 def plan(config: A3C, actors: Groups[A2CLearner] | None = None) -> rxrl.Plan[Metrics]:
     """A3C as a plan: one `Metrics` record per applied gradient, forever."""
     workers, learner = (actors or groups(config)).pair
-    progress = Progress()
+    progress = Progress(custom_names=episode_metric_names(config))
     return (
         rxrl.from_actors(workers, compute_gradients(config.learner))  # sample + backprop on the worker
         | ops.gather(config.max_in_flight, tagged=True)     # completion order, tagged with the worker

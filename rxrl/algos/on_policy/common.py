@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import rxrl
 from rxrl import ops
-from rxrl.algos.common import Groups, Progress, Trained, join_rounds, rows, set_weights
+from rxrl.algos.common import Groups, Progress, Trained, episode_metric_names, join_rounds, rows, set_weights
 from rxrl.rl import Metrics, RolloutWorker, SampleBatch
 
 
@@ -29,7 +29,7 @@ def synchronous_plan(config: Batched, actors: Groups[Any],
     ``train_batch_size``) trained on the learner by ``train``, the weights broadcast to every
     worker before it samples again; one `Metrics` record per batch, forever."""
     workers, learner = actors.pair
-    progress = Progress()
+    progress = Progress(custom_names=episode_metric_names(config))
     rounds = (rxrl.from_actors(workers, RolloutWorker.sample)  # Shards[SampleBatch]: a fragment each
               | ops.barrier())                                # one round, all sampled with one weights
     if config.train_batch_size > config.round_size:             # a batch of several rounds

@@ -9,7 +9,7 @@ import attrs
 
 import rxrl
 from rxrl import ops
-from rxrl.algos.common import Start, float_in, instance_of, int_at_least
+from rxrl.algos.common import Start, episode_metric_names, float_in, instance_of, int_at_least
 from rxrl.algos.qlearning import dqn
 from rxrl.algos.qlearning.common import (
     DQNGroups,
@@ -94,7 +94,7 @@ def plan(config: ApeX, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:
     """Ape-X as a plan: one `Metrics` record per ``report_every`` learner calls, forever."""
     g = actors or groups(config)
     progress = QProgress(config.num_workers, config.reporting, config.max_weight_sync_delay,
-                         config.report_every)
+                         config.report_every, episode_metric_names(config))
     store = (rxrl.from_actors(g.workers, QRolloutWorker.sample)   # epsilon-greedy, each its own
              | ops.gather(config.max_in_flight, tagged=True)      # completion order, tagged with the worker
              | ops.call(g.replay, store_sample)                   # shards in turn; the worker's tag kept

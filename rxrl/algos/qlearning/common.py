@@ -215,7 +215,7 @@ class QWorkerFactory:
         worker = QRolloutWorker(registered_id(s.env), s.num_envs_per_worker, s.fragment_length,
                                 seed=worker_seed(s, start), worker_index=index, epsilon=self.epsilon(index),
                                 n_step=s.learner.n_step, gamma=s.learner.gamma, q_net=s.learner.q_net,
-                                env_kwargs=s.env_kwargs)
+                                env_kwargs=s.env_kwargs, episode_metrics=s.episode_metrics)
         return resumed(worker, start, s.num_workers)
 
 

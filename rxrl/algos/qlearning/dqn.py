@@ -9,7 +9,7 @@ import attrs
 
 import rxrl
 from rxrl import ops
-from rxrl.algos.common import Start, instance_of, int_at_least
+from rxrl.algos.common import Start, episode_metric_names, instance_of, int_at_least
 from rxrl.algos.qlearning.common import (
     DQNGroups,
     QSettings,
@@ -72,7 +72,7 @@ def groups(config: DQN, start: Start | None = None) -> DQNGroups:
 def plan(config: DQN, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:
     """DQN as a plan: one `Metrics` record per learner call, forever."""
     g = actors or groups(config)
-    progress = QProgress()
+    progress = QProgress(custom_names=episode_metric_names(config))
     store = (rxrl.from_actors(g.workers, QRolloutWorker.sample)   # Shards[TransitionBatch]: a fragment each
              | ops.barrier()                                     # one round, all sampled with one weights
              | ops.call(g.replay, store_round)                   # into the replay; episodes come back

@@ -21,6 +21,7 @@ from rxrl import ops
 from rxrl.algos.common import (
     RolloutSettings,
     Start,
+    episode_metric_names,
     for_workers,
     instance_of,
     int_at_least,
@@ -146,7 +147,7 @@ class SACWorkerFactory:
         worker = SACRolloutWorker(registered_id(s.env), s.num_envs_per_worker, s.fragment_length,
                                   seed=worker_seed(s, start), worker_index=index,
                                   random_steps=s.random_steps(), config=s.learner,
-                                  env_kwargs=s.env_kwargs)
+                                  env_kwargs=s.env_kwargs, episode_metrics=s.episode_metrics)
         return resumed(worker, start, s.num_workers)
 
 
@@ -164,7 +165,7 @@ def groups(config: SAC, start: Start | None = None) -> SACGroups:
 def plan(config: SAC, actors: SACGroups | None = None) -> rxrl.Plan[Metrics]:
     """SAC as a plan: one `Metrics` record per learner call, forever."""
     g = actors or groups(config)
-    progress = QProgress()
+    progress = QProgress(custom_names=episode_metric_names(config))
     store = (rxrl.from_actors(g.workers, SACRolloutWorker.sample)  # Shards[TransitionBatch]: a fragment each
              | ops.barrier()                                      # one round, all sampled with one actor
              | ops.call(g.replay, store_round)                    # into the replay; episodes come back

@@ -166,8 +166,8 @@ class QProgress(Progress):
     lowest epsilon), env steps from all; which worker is due new weights."""
 
     def __init__(self, num_workers: int = 1, reporting: Sequence[int] = (), sync_delay: int = 1,
-                 report_every: int = 1) -> None:
-        super().__init__()
+                 report_every: int = 1, custom_names: Sequence[str] = ()) -> None:
+        super().__init__(custom_names=custom_names)
         self.reporting, self.sync_delay, self.report_every = set(reporting), sync_delay, report_every
         self.since_sync = [0] * num_workers
         self.calls = 0
@@ -189,7 +189,8 @@ class QProgress(Progress):
             self.observe_episodes(stored)
         else:
             self.observe_episodes(attrs.evolve(stored, episode_returns=stored.episode_returns[:0],
-                                              episode_lengths=stored.episode_lengths[:0]))
+                                              episode_lengths=stored.episode_lengths[:0],
+                                              episode_metrics={}))
         self.since_sync[worker] += stored.env_steps
         due = self.since_sync[worker] >= self.sync_delay
         if due:

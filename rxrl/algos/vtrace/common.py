@@ -32,6 +32,7 @@ from rxrl.algos.common import (
     RolloutSettings,
     Start,
     env_spaces,
+    episode_metric_names,
     episodes_of,
     int_at_least,
     make_groups,
@@ -166,7 +167,7 @@ def asynchronous_plan(config: VTraceSettings, actors: Groups[Any]) -> rxrl.Plan[
     reply (new weights, at most every ``broadcast_interval`` updates) to the sender only; one
     `Metrics` record per learner update, forever."""
     workers, learner = actors.pair
-    progress = VTraceProgress()
+    progress = VTraceProgress(custom_names=episode_metric_names(config))
     return (
         rxrl.from_actors(workers, RolloutWorker.sample_fragment)  # raw fragments, behaviour log-probs
         | ops.gather(config.max_in_flight, tagged=True)      # completion order, tagged with the worker

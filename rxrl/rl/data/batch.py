@@ -10,6 +10,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from rxrl.rl.data.episode_metrics import EpisodeMetricsArrays, check_aligned, join
 from rxrl.rl.data.running_stats import NormStats
 
 FloatArray = npt.NDArray[np.float32]
@@ -77,6 +78,9 @@ class SampleBatch:
     #: the raw observation and return moments the worker saw (`rxrl.rl.data.running_stats`), when
     #: its policy normalizes; a learner merges them after training on the batch
     norm_stats: NormStats | None = None
+    #: the custom per-episode metrics of the ended episodes, by name, aligned with
+    #: `episode_returns` (`rxrl.rl.data.episode_metrics`); empty unless configured
+    episode_metrics: EpisodeMetricsArrays = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         shapes = {name: np.shape(getattr(self, name)) for name in COLUMNS}
@@ -99,6 +103,8 @@ class SampleBatch:
                 "SampleBatch episode_returns and episode_lengths differ in length: "
                 f"{np.shape(self.episode_returns)} vs {np.shape(self.episode_lengths)}"
             )
+        if self.episode_metrics:
+            check_aligned(self.episode_metrics, len(self.episode_returns), "SampleBatch")
         if self.env_steps < length:
             raise ValueError(f"SampleBatch env_steps={self.env_steps} is less than its {length} rows")
 
@@ -135,6 +141,7 @@ class SampleBatch:
             episode_lengths=np.concatenate([b.episode_lengths for b in batches]),
             env_steps=sum(b.env_steps for b in batches),
             norm_stats=NormStats.merge_all([b.norm_stats for b in batches]),
+            episode_metrics=join([(b.episode_metrics, len(b.episode_returns)) for b in batches]),
         )
 
     def slice(self, start: int, stop: int) -> SampleBatch:

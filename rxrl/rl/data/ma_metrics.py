@@ -55,7 +55,8 @@ class MultiAgentMetrics(Metrics):
         """`Metrics.as_row` plus ``agent/<id>/episode_return_mean`` for every agent and
         ``train/<policy>/<field>`` for every policy (NaN until known: the columns are the
         same in every row)."""
-        row = {f.name: float(getattr(self, f.name)) for f in attrs.fields(Metrics) if f.name != "train"}
+        row = {f.name: float(getattr(self, f.name)) for f in attrs.fields(Metrics)
+               if f.name not in ("train", "custom")}
         row["agent_steps_sampled"] = float(self.agent_steps_sampled)
         row["episode_total_return_mean"] = self.episode_total_return_mean
         for agent in self.agents:

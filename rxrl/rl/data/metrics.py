@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rxrl.rl.data.batch import SampleBatch
+from rxrl.rl.data.episode_metrics import EpisodeMetricsArrays, join
 
 
 class Episodes(Protocol):
@@ -35,27 +36,36 @@ class Episodes(Protocol):
         ...
 
 
-
 @attrs.frozen(eq=False)
 class EpisodeStats:
     """A rows-free `Episodes`: the episodes that ended while some batches were sampled and the
     env steps stepped for them. What crosses processes instead of a batch when only its
     episodes count (a learner's reply, a replay shard's answer): a few arrays, ~3x cheaper to
-    pickle than an empty `SampleBatch`."""
+    pickle than an empty `SampleBatch`. ``episode_metrics``: the episodes' custom metrics
+    (`rxrl.rl.data.episode_metrics`), aligned with ``episode_returns``; empty unless configured."""
 
     episode_returns: npt.NDArray[np.float32]
     episode_lengths: npt.NDArray[np.int64]
     env_steps: int
+    episode_metrics: EpisodeMetricsArrays = attrs.field(factory=dict)
 
     @staticmethod
     def of(batches: Sequence[Episodes]) -> EpisodeStats:
         """The episodes and env steps of ``batches`` together."""
         if len(batches) == 1:
             b = batches[0]
-            return EpisodeStats(b.episode_returns, b.episode_lengths, b.env_steps)
+            return EpisodeStats(b.episode_returns, b.episode_lengths, b.env_steps, metrics_of(b))
         return EpisodeStats(np.concatenate([b.episode_returns for b in batches]).astype(np.float32),
                             np.concatenate([b.episode_lengths for b in batches]).astype(np.int64),
-                            sum(b.env_steps for b in batches))
+                            sum(b.env_steps for b in batches),
+                            join([(metrics_of(b), len(b.episode_returns)) for b in batches]))
+
+
+def metrics_of(batch: Episodes) -> EpisodeMetricsArrays:
+    """``batch``'s custom per-episode metrics (``episode_metrics``), or none if it has no such
+    attribute (an `Episodes` need not: a multi-agent batch has none)."""
+    values: EpisodeMetricsArrays = getattr(batch, "episode_metrics", {})
+    return values
 
 
 @attrs.frozen
@@ -117,7 +127,9 @@ class Metrics:
     report), NaN before the first episode ends. Step counts are cumulative;
     `steps_per_s` is environment steps sampled per second of wall time since the previous
     record; `time_s` is the wall time since the accumulator started. `train` is the latest
-    learner report, if any.
+    learner report, if any. `custom`: the custom per-episode metrics
+    (`rxrl.rl.data.episode_metrics`), means over the same window as the episode statistics,
+    by name; reported as ``custom/<name>`` columns, none unless configured.
     """
 
     iteration: int
@@ -131,14 +143,18 @@ class Metrics:
     steps_per_s: float
     time_s: float
     train: TrainMetrics | None = None
+    custom: Mapping[str, float] = attrs.field(factory=dict)
 
     def as_row(self) -> dict[str, float]:
-        """A flat `{name: number}` dict, train fields prefixed `train/`, for loggers."""
+        """A flat `{name: number}` dict, train fields prefixed `train/`, custom metrics
+        `custom/`, for loggers."""
         row: dict[str, float] = {
-            k: float(v) for k, v in attrs.asdict(self, recurse=False).items() if k != "train"
+            k: float(v) for k, v in attrs.asdict(self, recurse=False).items()
+            if k not in ("train", "custom")
         }
         if self.train is not None:
             row.update({f"train/{k}": float(v) for k, v in attrs.asdict(self.train).items()})
+        row.update({f"custom/{k}": float(v) for k, v in self.custom.items()})
         return row
 
 
@@ -150,14 +166,23 @@ class MetricsAccumulator:
     `ops.map(acc.observe_train)` (a `TrainMetrics` in, a `Metrics` out) after it. Do not
     put it inside a sharded (per-actor) part of a plan: each actor would get its own copy.
     `clock` returns seconds; inject a fake one for deterministic tests.
+
+    Custom per-episode metrics (a batch's ``episode_metrics``) are averaged per name over
+    the last `window` episodes that reported the name (NaN values left out). A record holds
+    every name seen so far and the `custom_names` given, NaN until one has a value: pass the
+    names the function declares (`rxrl.rl.data.episode_metrics.declared_names`) so that they
+    are columns from the first record.
     """
 
-    def __init__(self, window: int = 100, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, window: int = 100, clock: Callable[[], float] = time.perf_counter,
+                 custom_names: Sequence[str] = ()) -> None:
         if window < 1:
             raise ValueError(f"MetricsAccumulator: window must be >= 1, got {window}")
         self._clock = clock
+        self._window = window
         self._returns: deque[float] = deque(maxlen=window)
         self._lengths: deque[int] = deque(maxlen=window)
+        self._custom: dict[str, deque[float]] = {n: deque(maxlen=window) for n in custom_names}
         self._start = self._last_time = clock()
         self._sampled = self._last_sampled = self._trained = self._episodes = 0
         self._iteration = 0
@@ -172,6 +197,9 @@ class MetricsAccumulator:
         `TransitionBatch`, or a rows-free summary of either."""
         self._returns.extend(batch.episode_returns.tolist())
         self._lengths.extend(batch.episode_lengths.tolist())
+        for name, values in metrics_of(batch).items():
+            self._custom.setdefault(name, deque(maxlen=self._window)).extend(
+                v for v in np.asarray(values, dtype=np.float64).tolist() if not math.isnan(v))
         self._episodes += len(batch.episode_returns)
         self._sampled += batch.env_steps
 
@@ -201,7 +229,8 @@ class MetricsAccumulator:
             steps_per_s=rate,
             time_s=now - self._start,
             train=train,
+            custom={n: float(np.mean(v)) if v else math.nan for n, v in self._custom.items()},
         )
 
 
-__all__ = ["Episodes", "Metrics", "MetricsAccumulator", "SampleMetrics", "TrainMetrics"]
+__all__ = ["Episodes", "Metrics", "MetricsAccumulator", "SampleMetrics", "TrainMetrics", "metrics_of"]

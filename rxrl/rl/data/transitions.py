@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rxrl.rl.data.batch import BoolArray, FloatArray
+from rxrl.rl.data.episode_metrics import EpisodeMetricsArrays, check_aligned, join
 
 IntArray = npt.NDArray[np.int64]
 
@@ -71,6 +72,9 @@ class TransitionBatch:
     episode_returns: FloatArray = attrs.field(factory=_empty_floats)
     episode_lengths: IntArray = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
     env_steps: int = attrs.field(default=attrs.Factory(_default_env_steps, takes_self=True))
+    #: the custom per-episode metrics of the ended episodes, by name, aligned with
+    #: `episode_returns` (`rxrl.rl.data.episode_metrics`); empty unless configured
+    episode_metrics: EpisodeMetricsArrays = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         # Runs for every batch a buffer samples: the passing case is a few attribute reads.
@@ -91,6 +95,8 @@ class TransitionBatch:
                 "TransitionBatch episode_returns and episode_lengths differ in length: "
                 f"{np.shape(self.episode_returns)} vs {np.shape(self.episode_lengths)}"
             )
+        if self.episode_metrics:
+            check_aligned(self.episode_metrics, len(self.episode_returns), "TransitionBatch")
         if self.env_steps < 0:
             raise ValueError(f"TransitionBatch env_steps must be >= 0, got {self.env_steps}")
 
@@ -139,6 +145,7 @@ class TransitionBatch:
             episode_returns=np.concatenate([b.episode_returns for b in batches]),
             episode_lengths=np.concatenate([b.episode_lengths for b in batches]),
             env_steps=sum(b.env_steps for b in batches),
+            episode_metrics=join([(b.episode_metrics, len(b.episode_returns)) for b in batches]),
         )
 
     def take(self, index: builtins.slice | npt.NDArray[np.intp]) -> TransitionBatch:

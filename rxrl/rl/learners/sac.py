@@ -297,7 +297,8 @@ class SACRolloutWorker(TransitionWorker):
 
     Actions are stored as the env takes them (inside the Box bounds), float32 `[B, act_dim]`.
     The actor's initial weights come from `seed` alone (equal to a `SACLearner`'s); its
-    sampling noise from a generator seeded with `(seed, worker_index)`.
+    sampling noise from a generator seeded with `(seed, worker_index)`. ``episode_metrics``:
+    as `TransitionWorker`'s.
     """
 
     def __init__(
@@ -313,10 +314,12 @@ class SACRolloutWorker(TransitionWorker):
         vectorization_mode: str | None = None,
         vector_kwargs: Mapping[str, Any] | None = None,
         torch_threads: int | None = 1,
+        episode_metrics: str | None = None,
     ) -> None:
         config = config or SACConfig()
         super().__init__(env, num_envs, fragment_length, seed, worker_index, config.n_step,
-                         config.gamma, env_kwargs, vectorization_mode, vector_kwargs, torch_threads)
+                         config.gamma, env_kwargs, vectorization_mode, vector_kwargs, torch_threads,
+                         episode_metrics)
         self.random_steps = random_steps
         self.actor = SquashedGaussianActor(self.spaces, config, seed)
         self.actor.requires_grad_(False)

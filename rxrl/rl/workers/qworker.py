@@ -16,6 +16,7 @@ from gymnasium.vector import AutoresetMode
 
 from rxrl.envs.vector import EnvSpaces, autoreset_mode, make_vector_env
 from rxrl.rl.config import QNetConfig
+from rxrl.rl.data.episode_metrics import EpisodeMetricsRecorder
 from rxrl.rl.data.transitions import TransitionBatch
 from rxrl.rl.models.policy import Weights
 from rxrl.rl.models.qnet import QNetwork, make_q_network
@@ -46,6 +47,10 @@ class TransitionWorker(ABC):
     `(seed, worker_index)`. `torch_threads` (default 1) is applied process-wide; None leaves
     it. Episode statistics are those of episodes that ended during the call; `env_steps`
     (the attribute) counts every transition stepped so far (an exploration schedule's clock).
+
+    ``episode_metrics`` (``"module:function"``, `rxrl.rl.data.episode_metrics`): called for
+    every episode that ends, with that sub-env's final info and the episode's return and
+    length; its values are the batch's ``episode_metrics``, aligned with ``episode_returns``.
     """
 
     def __init__(
@@ -61,9 +66,11 @@ class TransitionWorker(ABC):
         vectorization_mode: str | None,
         vector_kwargs: Mapping[str, Any] | None,
         torch_threads: int | None,
+        episode_metrics: str | None = None,
     ) -> None:
         if fragment_length < 1:
             raise ValueError(f"{type(self).__name__}: fragment_length must be >= 1, got {fragment_length}")
+        self.episode_metrics = None if episode_metrics is None else EpisodeMetricsRecorder(episode_metrics)
         self.folder = NStepFolder(n_step, gamma)
         if torch_threads is not None:
             torch.set_num_threads(torch_threads)
@@ -110,13 +117,18 @@ class TransitionWorker(ABC):
             self._episode_length += valid
             if done.any():
                 steps.episodes(self._episode_return[done], self._episode_length[done])
+                if self.episode_metrics is not None:
+                    self.episode_metrics.record(infos, np.flatnonzero(done), not self.next_step_reset,
+                                                self._episode_return[done], self._episode_length[done])
                 self._episode_return[done], self._episode_length[done] = 0.0, 0
             if self.next_step_reset:
                 self._resetting = done
             obs = next_obs
         self._obs = obs
         batch = self.folder.fold(steps.fragment())
-        return attrs.evolve(batch, episode_returns=steps.returns(), episode_lengths=steps.lengths())
+        metrics = {} if self.episode_metrics is None else self.episode_metrics.take()
+        return attrs.evolve(batch, episode_returns=steps.returns(), episode_lengths=steps.lengths(),
+                            episode_metrics=metrics)
 
     def close(self) -> None:
         """Close the vector env."""
@@ -147,6 +159,7 @@ class QRolloutWorker(TransitionWorker):
     `rxrl.rl.schedules.apex_epsilon`) or a `LinearSchedule` evaluated at this worker's env
     steps so far (`epsilon_schedule` builds DQN's linear decay over a fraction of a run).
     Initial weights come from `seed` alone (equal to a `DQNLearner`'s with that seed).
+    ``episode_metrics``: as `TransitionWorker`'s.
     """
 
     def __init__(
@@ -164,10 +177,11 @@ class QRolloutWorker(TransitionWorker):
         vectorization_mode: str | None = None,
         vector_kwargs: Mapping[str, Any] | None = None,
         torch_threads: int | None = 1,
+        episode_metrics: str | None = None,
     ) -> None:
         _check_epsilon(epsilon)
         super().__init__(env, num_envs, fragment_length, seed, worker_index, n_step, gamma,
-                         env_kwargs, vectorization_mode, vector_kwargs, torch_threads)
+                         env_kwargs, vectorization_mode, vector_kwargs, torch_threads, episode_metrics)
         self.epsilon = epsilon
         self.q_net: QNetwork = make_q_network(self.spaces.observation, self.spaces.action, q_net, seed)
         assert isinstance(self.spaces.action, gym.spaces.Discrete)  # make_q_network checked it

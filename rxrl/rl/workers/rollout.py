@@ -15,6 +15,7 @@ from gymnasium.vector import AutoresetMode
 from rxrl.envs.vector import EnvSpaces, autoreset_mode, make_vector_env, registered_id
 from rxrl.rl.config import A2CConfig, PolicyConfig, check_discount
 from rxrl.rl.data.batch import SampleBatch
+from rxrl.rl.data.episode_metrics import EpisodeMetricsRecorder
 from rxrl.rl.data.fragment import Fragment
 from rxrl.rl.data.running_stats import NormStats, ReturnTracker, RunningMoments
 from rxrl.rl.models.forward import FloatArray, NumpyActorCritic, ObsNormalizer, Weights
@@ -99,6 +100,10 @@ class RolloutWorker:
     observations (the learner's policy normalizes them the same way) and the *scaled*
     rewards (GAE is computed on those), keeps episode returns raw, and attaches the batch's
     contribution to the statistics as `norm_stats` (`rxrl.rl.data.running_stats`).
+
+    ``episode_metrics`` (``"module:function"``, `rxrl.rl.data.episode_metrics`): called for
+    every episode that ends, with that sub-env's final info and the episode's raw return and
+    length; its values are the batch's ``episode_metrics``, aligned with ``episode_returns``.
     """
 
     def __init__(
@@ -116,9 +121,11 @@ class RolloutWorker:
         vector_kwargs: Mapping[str, Any] | None = None,
         torch_threads: int | None = 1,
         weights: Mapping[str, npt.NDArray[Any]] | None = None,
+        episode_metrics: str | None = None,
     ) -> None:
         if fragment_length < 1:
             raise ValueError(f"RolloutWorker: fragment_length must be >= 1, got {fragment_length}")
+        self.episode_metrics = None if episode_metrics is None else EpisodeMetricsRecorder(episode_metrics)
         check_discount(gamma, lam)
         if torch_threads is not None and (weights is None or "torch" in sys.modules):
             import torch
@@ -208,10 +215,13 @@ class RolloutWorker:
             self._episode_return += rewards
             self._episode_length += valid
             if done.any():
+                ended = np.flatnonzero(done)
                 steps.episodes(self._episode_return[done], self._episode_length[done])
+                if self.episode_metrics is not None:
+                    self.episode_metrics.record(infos, ended, not self.next_step_reset,
+                                                self._episode_return[done], self._episode_length[done])
                 self._episode_return[done], self._episode_length[done] = 0.0, 0
                 if not self.next_step_reset:
-                    ended = np.flatnonzero(done)
                     finals = np.stack([np.asarray(infos["final_obs"][i]) for i in ended])
                     if final_obs:
                         steps.final_obs.append((len(steps.values) - 1, ended, finals))
@@ -222,6 +232,8 @@ class RolloutWorker:
                 self._resetting = done
             obs = next_obs
         self._obs = obs
+        if self.episode_metrics is not None:
+            steps.metrics = self.episode_metrics.take()
         return steps
 
     def get_weights(self) -> Weights:
@@ -275,6 +287,8 @@ class _Steps:
         # `batch`, or the observations themselves for `fragment`.
         self.final_values: list[tuple[int, npt.NDArray[np.intp], npt.NDArray[np.float32]]] = []
         self.final_obs: list[tuple[int, npt.NDArray[np.intp], npt.NDArray[Any]]] = []
+        #: the ended episodes' custom metrics (`RolloutWorker`'s ``episode_metrics``)
+        self.metrics: dict[str, npt.NDArray[np.float64]] = {}
 
     def add(self, *arrays: npt.NDArray[Any]) -> None:
         obs, actions, logp, values, rewards, terminated, truncated, valid = arrays
@@ -333,6 +347,7 @@ class _Steps:
             episode_returns=np.concatenate(self.returns or [np.zeros(0)]).astype(np.float32),
             episode_lengths=np.concatenate(self.lengths or [np.zeros(0, np.int64)]),
             env_steps=int(valid.sum()),
+            episode_metrics=self.metrics,
         )
 
 
@@ -372,6 +387,7 @@ class _Steps:
             episode_returns=np.concatenate(self.returns or [np.zeros(0)]).astype(np.float32),
             episode_lengths=np.concatenate(self.lengths or [np.zeros(0, np.int64)]),
             env_steps=int(valid.sum()),
+            episode_metrics=self.metrics,
         )
         return Fragment(batch, length, bootstrap, take(following)[bootstrap], version)
 
@@ -387,6 +403,7 @@ class RolloutWorkerFactory:
     at start-up); ``version`` is their `weights_version`. With ``torch_policy`` it has a
     torch policy instead, loaded with ``weights`` if given (A3C's workers compute gradients);
     without ``weights`` that policy starts from ``seed``'s initial weights.
+    ``episode_metrics``: the workers' ``episode_metrics`` function, if any.
     """
 
     env: str
@@ -400,6 +417,7 @@ class RolloutWorkerFactory:
     env_kwargs: Mapping[str, Any] = attrs.field(factory=dict)
     version: int = 0
     torch_policy: bool = False
+    episode_metrics: str | None = None
 
     @property
     def torch_free(self) -> bool:
@@ -413,7 +431,8 @@ class RolloutWorkerFactory:
                                fragment_length=self.fragment_length, seed=self.seed, worker_index=index,
                                gamma=self.gamma, lam=self.lam, policy=self.policy,
                                env_kwargs=self.env_kwargs,
-                               weights=None if self.torch_policy else weights)
+                               weights=None if self.torch_policy else weights,
+                               episode_metrics=self.episode_metrics)
         if self.torch_policy and weights is not None:
             worker.set_weights(weights, version=self.version)
         else:

@@ -171,3 +171,23 @@ def test_a_ray_ppo_run_with_evaluation_has_eval_columns(tmp_path: Path, ray_sess
     assert evaluated(rows), "no evaluation came back during the run"
     summary = json.loads((tmp_path / "ray" / "summary.json").read_text())
     assert summary["evaluation"] is not None
+
+
+@pytest.mark.parametrize(("algo", "steps"), [("a2c", 2000), ("a3c", 2000), ("impala", 3000),
+                                             ("appo", 3000), ("apex", 3000)])
+def test_every_single_agent_algorithm_reports_evaluations_beside_training(
+        tmp_path: Path, algo: str, steps: int) -> None:
+    """The evaluation branch on the other single-agent plans (reference backend): rows carry
+    finite eval/return_mean once an evaluation arrived, of an iteration already trained."""
+    from rxrl.training.trainer import Trainer
+
+    result = Trainer(algo, tmp_path / "r", backend="reference", steps=steps, loggers=["csv"],
+                     handle_signals=False, evaluation_interval=2, evaluation_episodes=1,
+                     settings={"num_workers": 1}).run()
+    assert result.status == "completed"
+    with (tmp_path / "r" / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    evaluated = [(int(r["iteration"]), float(r["eval/iteration"])) for r in rows
+                 if r["eval/return_mean"] not in ("", "nan")]
+    assert evaluated, algo
+    assert all(0 < of <= it and of % 2 == 0 for it, of in evaluated)

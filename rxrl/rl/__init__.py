@@ -9,8 +9,9 @@ import torch by importing this package.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rxrl._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from rxrl.envs.vector import EnvSpaces, make_vector_env
@@ -114,20 +115,7 @@ _MODULES: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import the module that defines ``name`` (see the module docstring)."""
-    try:
-        module = _MODULES[name]
-    except KeyError:
-        raise AttributeError(f"module 'rxrl.rl' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULES})
-
+__getattr__, __dir__ = lazy_exports("rxrl.rl", _MODULES, globals())
 
 __all__ = [
     "COLUMNS",

@@ -6,8 +6,9 @@ Names load on first use (PEP 562): ``import rxrl`` stays free of torch and of th
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rxrl._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from rxrl.training.callbacks import Callback
@@ -35,20 +36,7 @@ _MODULES: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import the module that defines ``name`` (see the module docstring)."""
-    try:
-        module = _MODULES[name]
-    except KeyError:
-        raise AttributeError(f"module 'rxrl.training' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULES})
-
+__getattr__, __dir__ = lazy_exports("rxrl.training", _MODULES, globals())
 
 __all__ = ["CSVLogger", "Callback", "Checkpoint", "Counters", "Logger", "RunInfo", "Setup",
            "TensorBoardLogger", "TrainResult", "Trainer", "load_checkpoint", "prepare",

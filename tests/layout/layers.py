@@ -15,7 +15,7 @@ from pathlib import Path
 
 #: layers, lowest first: (name, module prefixes)
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("leaves", ("rxrl.errors", "rxrl.ready", "rxrl.warmup", "rxrl._aliases")),
+    ("leaves", ("rxrl.errors", "rxrl.ready", "rxrl.warmup", "rxrl._aliases", "rxrl._lazy")),
     ("envs", ("rxrl.envs",)),
     ("rl.config", ("rxrl.rl.config", "rxrl.rl.schedules")),
     ("rl.data", ("rxrl.rl.data",)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -144,10 +145,17 @@ def read_curve(run: Path) -> tuple[str, dict[str, list[float]]]:
 
 
 def plot_path(out: str) -> Path:
-    """Where ``--out`` writes: ``DIR/learning_curves.png`` for a directory, else the file
-    (``.png`` added when it has no suffix, as matplotlib would)."""
+    """Where ``--out`` writes: ``DIR/learning_curves.png`` for a directory (an existing one, or
+    one named with a trailing slash, made if need be), else the file (``.png`` added when it
+    has no suffix, as matplotlib would)."""
     path = Path(out)
     if path.is_dir():
+        return path / PLOT_NAME
+    if out.endswith(("/", os.sep)):
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"cannot write --out {out}: {e.strerror or e}") from None
         return path / PLOT_NAME
     return path if path.suffix else path.with_name(path.name + ".png")
 

@@ -94,6 +94,14 @@ def test_plot_names_the_file_it_wrote_when_out_has_no_suffix(run: Path, tmp_path
     assert (tmp_path / "curves.png").is_file()
 
 
+def test_plot_out_with_a_trailing_slash_is_a_directory(run: Path, tmp_path: Path) -> None:
+    """Issue 27, item 7: ``--out nodir/sub/`` writes nodir/sub/learning_curves.png."""
+    done = rxrl_cli("plot", run, "--out", f"{tmp_path / 'nodir' / 'sub'}/")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "nodir" / "sub" / "learning_curves.png").is_file()
+    assert not (tmp_path / "nodir" / "sub.png").exists()
+
+
 MY_ENVS = '''\
 import gymnasium as gym
 
@@ -110,3 +118,17 @@ def test_an_env_of_a_module_in_the_working_directory_trains(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["env"] == "my_envs:MyCartPole-v0" and summary["status"] == "completed"
+
+
+def test_train_help_lists_every_registered_algorithm_with_its_summary(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 27, item 8: the help comes from the registry (sac was missing from it)."""
+    from rxrl.algos import ALGORITHMS, MODULES
+    from rxrl.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["train", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    for name in MODULES:
+        assert f"  {name} " in out and ALGORITHMS[name].summary in out, name

@@ -1,7 +1,9 @@
 """Evaluation beside training: PPO CartPole on the ray backend, evaluation off vs on.
 
 Alternates runs with evaluation off and on (``evaluation_workers=1``) and prints each run's
-trained env steps per second and the ratio on/off of the medians::
+trained env steps per second, end to end (the evaluator's process start-up included) and in
+the steady state (from the ``--skip``-th record to the last, from metrics.csv), and the ratios
+on/off of the medians::
 
     python bench/evaluation.py --steps 20000 --pairs 3 --interval 1 --episodes 10
 """
@@ -9,6 +11,7 @@ trained env steps per second and the ratio on/off of the medians::
 from __future__ import annotations
 
 import argparse
+import csv
 import statistics
 import tempfile
 import time
@@ -17,8 +20,19 @@ from pathlib import Path
 from rxrl.training import Trainer
 
 
-def one_run(root: Path, name: str, steps: int, interval: int, episodes: int) -> float:
-    """Trained env steps per second of one run (evaluation off when ``interval`` is 0)."""
+def steady_rate(run: Path, skip: int) -> float:
+    """Trained env steps per second from record ``skip`` to the last (metrics.csv)."""
+    with open(run / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    first, last = rows[min(skip, len(rows) - 2)], rows[-1]
+    steps = float(last["env_steps_trained"]) - float(first["env_steps_trained"])
+    return steps / (float(last["time_s"]) - float(first["time_s"]))
+
+
+def one_run(root: Path, name: str, steps: int, interval: int, episodes: int,
+            skip: int) -> tuple[float, float]:
+    """Trained env steps per second of one run, end to end and steady (evaluation off when
+    ``interval`` is 0)."""
     trainer = Trainer("ppo", root / name, backend="ray", steps=steps, loggers=["csv"],
                       handle_signals=False, evaluation_interval=interval,
                       evaluation_workers=1, evaluation_episodes=episodes)
@@ -26,7 +40,7 @@ def one_run(root: Path, name: str, steps: int, interval: int, episodes: int) -> 
     result = trainer.run()
     elapsed = time.perf_counter() - began
     assert result.last is not None
-    return result.last.env_steps_trained / elapsed
+    return result.last.env_steps_trained / elapsed, steady_rate(root / name, skip)
 
 
 def main() -> None:
@@ -36,21 +50,24 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=3)
     p.add_argument("--interval", type=int, default=1, help="iterations between evaluations")
     p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--skip", type=int, default=3, help="records left out of the steady rate")
     args = p.parse_args()
     import ray
 
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
-    off: list[float] = []
-    on: list[float] = []
+    off: list[tuple[float, float]] = []
+    on: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for i in range(args.pairs):
-            off.append(one_run(root, f"off{i}", args.steps, 0, args.episodes))
-            on.append(one_run(root, f"on{i}", args.steps, args.interval, args.episodes))
-            print(f"pair {i}: off {off[-1]:,.0f} steps/s, on {on[-1]:,.0f} steps/s")
+            off.append(one_run(root, f"off{i}", args.steps, 0, args.episodes, args.skip))
+            on.append(one_run(root, f"on{i}", args.steps, args.interval, args.episodes, args.skip))
+            print(f"pair {i}: off {off[-1][0]:,.0f} / {off[-1][1]:,.0f} steps/s (end to end / "
+                  f"steady), on {on[-1][0]:,.0f} / {on[-1][1]:,.0f}")
     ray.shutdown()
-    ratio = statistics.median(on) / statistics.median(off)
-    print(f"trained steps/s on/off (medians of {args.pairs}): {ratio:.3f}")
+    for k, what in enumerate(("end to end", "steady")):
+        ratio = statistics.median(r[k] for r in on) / statistics.median(r[k] for r in off)
+        print(f"trained steps/s on/off, {what} (medians of {args.pairs}): {ratio:.3f}")
 
 
 if __name__ == "__main__":

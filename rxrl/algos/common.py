@@ -7,6 +7,7 @@ pieces those plans name live here, small and named, so that ``rxrl show`` prints
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_args
 
@@ -149,6 +150,22 @@ def _policy(inst: Any, attribute: attrs.Attribute[PolicyConfig], value: PolicyCo
                          "the workers' batches: ppo, a2c, impala, appo)")
 
 
+@attrs.frozen
+class IterationSample:
+    """What one training iteration samples at least: ``steps`` env steps, ``shape`` the
+    product of settings that makes them (its factors multiply to ``steps``), and ``lower``
+    how to make it smaller (the settings this algorithm really uses)."""
+
+    steps: int
+    shape: str
+    lower: str
+
+
+def times(*factors: tuple[int, str]) -> str:
+    """A product in words: ``times((2, "workers"), (8, "envs"))`` is ``"2 workers × 8 envs"``."""
+    return " × ".join(f"{n:,} {what}" for n, what in factors)
+
+
 @attrs.frozen(kw_only=True)
 class RolloutSettings:
     """Settings every algorithm here shares: the env, the rollout workers and the policy.
@@ -197,6 +214,26 @@ class RolloutSettings:
     def round_size(self) -> int:
         """Transitions in one round: one fragment from every worker."""
         return self.num_workers * self.num_envs_per_worker * self.fragment_length
+
+    def iteration_sample(self) -> IterationSample:
+        """Env steps one training iteration samples at least (`IterationSample`): whole
+        barrier rounds up to ``train_batch_size`` for the batched algorithms (PPO, A2C, the
+        multi-agent ones), else one worker's fragment (A3C, DQN, Ape-X, SAC, which report per
+        fragment or round stored); algorithms that sample otherwise override it."""
+        fragment = ((self.num_envs_per_worker, "envs"), (self.fragment_length, "steps"))
+        batch = getattr(self, "train_batch_size", None)
+        if isinstance(batch, int):
+            rounds = math.ceil(batch / self.round_size)
+            factors: tuple[tuple[int, str], ...] = ((self.num_workers, "workers"), *fragment)
+            if rounds > 1:
+                factors = ((rounds, "rounds"), *factors)
+            return IterationSample(
+                rounds * self.round_size, times(*factors),
+                "lower --workers or --set num_envs_per_worker / fragment_length"
+                + (" / train_batch_size" if rounds > 1 else ""))
+        return IterationSample(self.num_envs_per_worker * self.fragment_length,
+                               times(*fragment) + ", one worker's fragment",
+                               "lower --set num_envs_per_worker / fragment_length")
 
 
 # ---------------------------------------------------------------------------- environments
@@ -477,12 +514,13 @@ class Progress(MetricsAccumulator):
 
 
 __all__ = [
-    "Groups", "LearnerDevice", "LearnerFactory", "LearnerPlacement", "Progress", "RolloutSettings",
+    "Groups", "IterationSample", "LearnerDevice", "LearnerFactory", "LearnerPlacement", "Progress",
+    "RolloutSettings",
     "Start", "Trained", "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "episodes_of",
     "episode_metric_names",
     "WORKER_KEYS", "device_of", "float_in", "for_workers", "instance_of", "int_at_least", "join_rounds",
     "make_groups",
     "optional", "valid_placement", "registered_id", "rows", "spaces_of", "worker_seed",
     "set_learning_rate", "set_weights", "torch_free_workers", "torch_workers", "train_and_get_weights",
-    "train_on_fragments",
+    "times", "train_on_fragments",
 ]

@@ -29,50 +29,43 @@ def available_mb() -> float:
     return math.inf
 
 
+def worker_limit(cores: int | None = None, memory_mb: float | None = None) -> tuple[int, str]:
+    """The most rollout workers a local run may start here, and why: the lower of what the
+    memory holds (each worker and the learner ~`PROCESS_MB`) and `WORKERS_PER_CORE` per core."""
+    cores = cores or os.cpu_count() or 1
+    memory_mb = available_mb() if memory_mb is None else memory_mb
+    by_cores = WORKERS_PER_CORE * cores
+    by_memory = max(1, int(memory_mb // PROCESS_MB) - 1) if math.isfinite(memory_mb) else by_cores
+    if by_memory < by_cores:
+        return by_memory, (f"{memory_mb / 1024:.1f} GiB of memory is available, ~{PROCESS_MB} MiB "
+                           "for each rollout worker and the learner")
+    return by_cores, (f"{cores} cores, at most {WORKERS_PER_CORE} busy rollout workers per core")
+
+
 def check_machine(config: RolloutSettings, cores: int | None = None,
                   memory_mb: float | None = None) -> None:
     """Refuse, in one line, a local Ray run whose workers this machine cannot hold: more
-    memory than is available, or far more workers than cores."""
+    memory than is available, or far more workers than cores — stating the one limit that
+    holds (`worker_limit`), so that a run with that many workers is accepted."""
     n = config.num_workers
-    cores = cores or os.cpu_count() or 1
-    memory_mb = available_mb() if memory_mb is None else memory_mb
-    need = (n + 1) * PROCESS_MB  # the workers and the learner, one process each
-    if need > memory_mb:
-        fit = max(1, int(memory_mb // PROCESS_MB) - 1)
-        raise ValueError(
-            f"--workers {n}: {n} rollout workers and a learner need about {need / 1024:.1f} GiB "
-            f"of memory (~{PROCESS_MB} MiB per process), and {memory_mb / 1024:.1f} GiB is "
-            f"available: use at most {fit} workers here, or --address a Ray cluster")
-    if n > WORKERS_PER_CORE * cores:
-        raise ValueError(
-            f"--workers {n} is far beyond this machine's {cores} cores (each rollout worker "
-            f"is a busy process): use at most {WORKERS_PER_CORE * cores} here, or --address a "
-            "Ray cluster")
+    fit, why = worker_limit(cores, memory_mb)
+    if n > fit:
+        raise ValueError(f"--workers {n}: use at most {fit} workers here ({why}), or --address "
+                         "a Ray cluster")
 
 
 def iteration_steps(config: RolloutSettings) -> int:
-    """Env steps one training iteration samples at least: whole barrier rounds up to the
-    train batch (PPO, A2C), whole fragments up to it (IMPALA, APPO: ``batch_rows``), or one
-    worker's fragment (A3C, which updates per fragment)."""
-    rows = getattr(config, "batch_rows", None)
-    if isinstance(rows, int):
-        return rows
-    batch = getattr(config, "train_batch_size", None)
-    if isinstance(batch, int):
-        return math.ceil(batch / config.round_size) * config.round_size
-    return config.num_envs_per_worker * config.fragment_length
+    """Env steps one training iteration samples at least (`RolloutSettings.iteration_sample`)."""
+    return config.iteration_sample().steps
 
 
 def check_overshoot(config: RolloutSettings, steps_left: int) -> None:
     """Refuse a budget smaller than one iteration: the run would overshoot it many times."""
-    it = iteration_steps(config)
-    if it > steps_left:
-        shape = (f"{config.num_workers} workers × {config.num_envs_per_worker} envs × "
-                 f"{config.fragment_length} steps")
+    sample = config.iteration_sample()
+    if sample.steps > steps_left:
         raise ValueError(
-            f"--steps: one training iteration samples {it:,} env steps ({shape}), more than "
-            f"the {steps_left:,} left to train: raise --steps, or lower --workers or --set "
-            "num_envs_per_worker / fragment_length")
+            f"--steps: one training iteration samples {sample.steps:,} env steps ({sample.shape}), "
+            f"more than the {steps_left:,} left to train: raise --steps, or {sample.lower}")
 
 
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
@@ -102,4 +95,4 @@ def explain_actor_error(e: ActorError, address: str | None) -> Exception:
 
 
 __all__ = ["PROCESS_MB", "WORKERS_PER_CORE", "available_mb", "check_machine", "check_overshoot",
-           "explain_actor_error", "iteration_steps"]
+           "explain_actor_error", "iteration_steps", "worker_limit"]

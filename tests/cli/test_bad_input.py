@@ -101,7 +101,7 @@ CASES: dict[str, tuple[list[str], str]] = {
         "rxrl train: error: --steps must be >= 1, got -5"),
     "--workers far beyond the machine": (
         ["train", "ppo", "--workers", "100000"],
-        "rxrl train: error: --workers 100000: 100000 rollout workers and a learner need about "),
+        "rxrl train: error: --workers 100000: use at most "),
     "--steps less than one iteration": (
         ["train", "ppo", "--backend", "rx", "--workers", "100", "--steps", "20000"],
         "rxrl train: error: --steps: one training iteration samples 51,200 env steps (100 workers "

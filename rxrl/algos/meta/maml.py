@@ -13,6 +13,7 @@ import rxrl
 from rxrl import ops
 from rxrl.actors import ActorGroup
 from rxrl.algos.common import (
+    IterationSample,
     RolloutSettings,
     Start,
     device_of,
@@ -21,6 +22,7 @@ from rxrl.algos.common import (
     instance_of,
     int_at_least,
     registered_id,
+    times,
 )
 from rxrl.algos.spec import Algorithm
 from rxrl.envs import TASK_ENVS, TaskEnv
@@ -56,6 +58,14 @@ class MAML(RolloutSettings):
     def batch_rows(self) -> int:
         """Env steps one iteration samples: every task's episodes, before and after adaptation."""
         return 2 * self.num_workers * self.tasks_per_worker * self.num_envs_per_worker * horizon(self)
+
+    def iteration_sample(self) -> IterationSample:
+        """Every task's episodes, before and after adaptation (``fragment_length`` is not used)."""
+        return IterationSample(self.batch_rows, times(
+            (self.num_workers, "workers"), (self.tasks_per_worker, "tasks"),
+            (self.num_envs_per_worker, "episodes"), (horizon(self), "steps"),
+            (2, "passes, before and after adaptation")),
+            "lower --workers or --set tasks_per_worker / num_envs_per_worker")
 
 
 def task_env(config: MAML, seed: int, worker_index: int) -> TaskEnv:

@@ -28,6 +28,7 @@ from rxrl import ops
 from rxrl.actors import Tagged
 from rxrl.algos.common import (
     Groups,
+    IterationSample,
     Progress,
     RolloutSettings,
     Start,
@@ -38,6 +39,7 @@ from rxrl.algos.common import (
     make_groups,
     optional,
     set_learning_rate,
+    times,
 )
 from rxrl.rl import EpisodeStats, Metrics, RolloutWorker
 from rxrl.rl.data.fragment import Fragment
@@ -92,6 +94,13 @@ class VTraceSettings(RolloutSettings):
     def batch_rows(self) -> int:
         """Transitions in one train batch (``train_batch_size`` rounded up to whole fragments)."""
         return self.fragments_per_batch * self.fragment_size
+
+    def iteration_sample(self) -> IterationSample:
+        """One train batch: ``train_batch_size`` rounded up to whole fragments."""
+        return IterationSample(self.batch_rows, times(
+            (self.fragments_per_batch, "fragments"), (self.num_envs_per_worker, "envs"),
+            (self.fragment_length, "steps")),
+            "lower --set train_batch_size / num_envs_per_worker / fragment_length")
 
     @property
     def learner_queue(self) -> int:

@@ -141,10 +141,14 @@ def training_plan(algo: Algorithm, config: RolloutSettings, start: Start | None,
 
 
 def save_checkpoint(path: Path, algo: str, config: RolloutSettings, state: Mapping[str, Any],
-                    counters: Counters) -> None:
-    """Write a checkpoint atomically (a reader never sees half a file)."""
-    doc = {"format": CHECKPOINT_FORMAT, "algo": algo, "config": to_dict(config),
-           "learner": dict(state), "counters": attrs.asdict(counters)}
+                    counters: Counters, row: Mapping[str, float] | None = None) -> None:
+    """Write a checkpoint atomically (a reader never sees half a file); ``row`` is its
+    iteration's metrics row, which a resume puts back if the run was killed before (or while)
+    metrics.csv got it."""
+    doc: dict[str, Any] = {"format": CHECKPOINT_FORMAT, "algo": algo, "config": to_dict(config),
+                           "learner": dict(state), "counters": attrs.asdict(counters)}
+    if row is not None:
+        doc["row"] = {str(k): float(v) for k, v in row.items()}
     import torch  # checkpoints are torch files; a driver imports torch once it writes one
 
     tmp = path.with_name(path.name + ".tmp")
@@ -161,6 +165,8 @@ class Checkpoint:
     config: RolloutSettings
     learner_state: Mapping[str, Any]
     counters: Counters
+    #: the checkpoint's iteration's metrics row (None in checkpoints written before it was kept)
+    row: Mapping[str, float] | None = None
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -192,9 +198,13 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         state = doc["learner"]
         if not isinstance(state, dict) or not {"policy", "optimizer"} <= set(state):
             raise ValueError("the learner state is incomplete")
+        row = doc.get("row")
+        if row is not None and not (isinstance(row, dict) and all(
+                isinstance(k, str) and isinstance(v, float) for k, v in row.items())):
+            raise ValueError("its metrics row is not a mapping of names to numbers")
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"corrupt checkpoint {file}: {_one_line(e)}") from e
-    return Checkpoint(file, algo, config, state, counters)
+    return Checkpoint(file, algo, config, state, counters, row)
 
 
 def counters_of(data: Any) -> Counters:
@@ -267,32 +277,43 @@ def read_metrics(path: Path) -> tuple[list[str], list[dict[str, str]], bool]:
 
 @attrs.frozen
 class MetricsRepair:
-    """What `repair_metrics` did: the header kept, rows kept and dropped, a torn row removed."""
+    """What `repair_metrics` did: the header kept, rows kept (the restored one included) and
+    dropped, a torn row removed, the checkpoint's own row put back."""
 
     header: list[str]
     kept: int
     dropped: int
     torn: bool
+    restored: bool = False
 
 
-def repair_metrics(path: Path, through: int) -> MetricsRepair | None:
+def repair_metrics(path: Path, through: int,
+                   row: Mapping[str, object] | None = None) -> MetricsRepair | None:
     """Cut metrics.csv back to the rows of iterations ``<= through`` (a resumed run's
-    checkpoint), without a torn last row; rewritten atomically, only if anything changes.
-    None when there is no file or no header."""
+    checkpoint), without a torn last row, and end it with ``row`` (the checkpoint's own row,
+    as the CSV writes it) when its iteration's row is missing (the run was killed after the
+    checkpoint and before, or while, the row was written); rewritten atomically, only if
+    anything changes. None when there is no file or no header."""
     if not path.is_file():
         return None
     header, rows, torn = read_metrics(path)
     if not header:
         return None
-    kept = [r for r in rows if 0 <= _int(r.get("iteration"), -1) <= through]
-    if torn or len(kept) < len(rows):
+    kept: list[Mapping[str, object]] = [
+        r for r in rows if 0 <= _int(r.get("iteration"), -1) <= through]
+    restored = (row is not None and through > 0
+                and (not kept or _int(str(kept[-1].get("iteration")), -1) < through))
+    if restored:
+        assert row is not None
+        kept.append(row)
+    if torn or restored or len(kept) < len(rows):
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=header)
+            writer = csv.DictWriter(f, fieldnames=header, extrasaction="ignore", restval="")
             writer.writeheader()
             writer.writerows(kept)
         os.replace(tmp, path)
-    return MetricsRepair(header, len(kept), len(rows) - len(kept), torn)
+    return MetricsRepair(header, len(kept), len(rows) - len(kept) + restored, torn, restored)
 
 
 def _int(text: str | None, default: int) -> int:

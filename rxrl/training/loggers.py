@@ -41,6 +41,8 @@ class RunInfo:
     config: Mapping[str, Any]
     resumed: Counters | None = None
     stream: IO[str] = sys.stderr
+    #: the metrics row of the checkpoint resumed in place, when it holds one
+    resumed_row: Mapping[str, float] | None = None
 
     @property
     def name(self) -> str:
@@ -56,6 +58,11 @@ class Logger(Protocol):
 
     def close(self) -> None:
         """Flush and let go of what was opened (a logger never opened closes as a no-op)."""
+
+
+def csv_row(row: Mapping[str, float]) -> dict[str, float]:
+    """``row`` as metrics.csv holds it: the counts as integers."""
+    return {k: int(v) if k in COUNTS else v for k, v in row.items()}
 
 
 class CSVLogger:
@@ -76,13 +83,17 @@ class CSVLogger:
     def _open(self, row: Mapping[str, float]) -> csv.DictWriter[str]:
         header = list(row)
         if self.run.resumed is not None:
-            self.repair = repair_metrics(self.path, self.run.resumed.iteration)
+            saved = self.run.resumed_row
+            self.repair = repair_metrics(self.path, self.run.resumed.iteration,
+                                         None if saved is None else csv_row(saved))
         if self.repair is not None:
             r = self.repair
-            if r.dropped or r.torn:
+            if r.dropped or r.torn or r.restored:
+                what = [f"{r.dropped} later row(s) dropped"] if r.dropped else []
+                what += ["a torn last row removed"] if r.torn else []
+                what += ["the checkpoint's own row put back"] if r.restored else []
                 print(f"resuming: metrics.csv cut back to the checkpoint's {r.kept} rows "
-                      f"({r.dropped} later row(s) dropped{', a torn last row removed' if r.torn else ''})",
-                      file=self.run.stream)
+                      f"({', '.join(what)})", file=self.run.stream)
             header = r.header
         self._file = self.path.open("a" if self.repair is not None else "w", newline="")
         writer = csv.DictWriter(self._file, fieldnames=header, extrasaction="ignore", restval="")
@@ -94,7 +105,7 @@ class CSVLogger:
         """Append ``row`` (counts as integers) and flush."""
         if self._csv is None:
             self._csv = self._open(row)
-        self._csv.writerow({k: int(v) if k in COUNTS else v for k, v in row.items()})
+        self._csv.writerow(csv_row(row))
         assert self._file is not None
         self._file.flush()
 
@@ -183,4 +194,4 @@ def make_loggers(loggers: Sequence[LoggerSpec], run: RunInfo) -> list[Logger]:
 
 
 __all__ = ["COUNTS", "DEFAULT_LOGGERS", "LOGGERS", "CSVLogger", "Logger", "LoggerSpec", "RunInfo",
-           "TensorBoardLogger", "check_loggers", "make_loggers", "register_logger"]
+           "TensorBoardLogger", "check_loggers", "csv_row", "make_loggers", "register_logger"]

@@ -263,7 +263,7 @@ class Trainer:
         row = m.as_row()
         if self.evaluation is not None:  # from the first row: the CSV header stays the same
             row.update(empty_row() if self.evaluated is None else self.evaluated.as_row())
-        checkpoint = self._checkpoint(snapshot, m)
+        checkpoint = self._checkpoint(snapshot, m, row)
         if self.target is not None and m.episode_return_mean >= self.target:
             self.reached, self.status = m, "reached target"
         elif m.env_steps_sampled >= self.total:
@@ -287,14 +287,15 @@ class Trainer:
             "algo": self.algo.name, "config": to_dict(self.config), "backend": self.backend,
             "steps": self.total, "resumed_from": str(resumed.path) if resumed is not None else None})
         info = RunInfo(self.run_dir, self.algo.name, to_dict(self.config),
-                       self.base if self.in_place else None, self.stream)
+                       self.base if self.in_place else None, self.stream,
+                       resumed.row if self.in_place and resumed is not None else None)
         self.loggers = make_loggers(self._logger_specs, info)
 
-    def _checkpoint(self, snapshot: Snapshot, m: Metrics) -> Path | None:
+    def _checkpoint(self, snapshot: Snapshot, m: Metrics, row: Mapping[str, float]) -> Path | None:
         if snapshot.state is None:
             return None
         path = self.run_dir / CHECKPOINT
-        save_checkpoint(path, self.algo.name, self.config, snapshot.state, Counters.of(m))
+        save_checkpoint(path, self.algo.name, self.config, snapshot.state, Counters.of(m), row)
         self.checkpointed = Counters.of(m)
         return path
 

@@ -60,6 +60,27 @@ def test_a_resume_cuts_the_metrics_back_to_its_checkpoint_and_repairs_a_torn_row
     assert config["resumed_from"] == str(killed / "checkpoint.pt") and config["steps"] == 3000
 
 
+def test_a_torn_row_of_the_checkpoints_own_iteration_is_put_back(run: Path, tmp_path: Path) -> None:
+    """Issue 27 item 4: killed after its checkpoint was written and while the checkpoint's own
+    row was being written, a run resumed in place has every row up to the checkpoint's (the
+    torn one put back from the checkpoint) and says how many it holds."""
+    killed = tmp_path / "killed"
+    shutil.copytree(run, killed)
+    checkpoint = load_checkpoint(killed).counters
+    lines = (killed / "metrics.csv").read_text().splitlines(keepends=True)
+    assert int(lines[-1].split(",")[0]) == checkpoint.iteration  # the run ended on a checkpoint
+    whole = metrics_rows(killed)[checkpoint.iteration - 1]
+    (killed / "metrics.csv").write_text("".join(lines[:-1]) + lines[-1][:len(lines[-1]) // 2])
+    done = rxrl_cli("train", "ppo", "--backend", "reference", "--resume", killed, "--steps", "3000")
+    assert done.returncode == 0, done.stderr
+    assert (f"metrics.csv cut back to the checkpoint's {checkpoint.iteration} rows (a torn last "
+            "row removed, the checkpoint's own row put back)") in done.stderr
+    rows = metrics_rows(killed)
+    assert [int(r["iteration"]) for r in rows] == list(range(1, len(rows) + 1))
+    assert len(rows) > checkpoint.iteration
+    assert rows[checkpoint.iteration - 1] == whole  # the row as it was first written
+
+
 def test_a_resume_that_fails_leaves_the_run_as_it_was(run: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(run, copy)

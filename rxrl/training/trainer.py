@@ -400,7 +400,7 @@ class Trainer:
             "checkpoint_env_steps": None if ckpt is None else ckpt.env_steps_sampled,
             "checkpoint_is_latest": ckpt is not None and ckpt.iteration == m.iteration,
             "config": to_dict(self.config),
-            "train": None if m.train is None else attrs.asdict(m.train),
+            "train": None if m.train is None else m.train.as_dict(),
         }
         if self.evaluation is not None:
             doc["evaluation"] = None if self.evaluated is None else {

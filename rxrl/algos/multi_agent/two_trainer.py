@@ -41,6 +41,7 @@ from rxrl.rl import DQNConfig, PPOConfig
 from rxrl.rl.data.ma_metrics import MultiAgentMetrics
 from rxrl.rl.data.multiagent import MultiAgentBatch, PolicyID
 from rxrl.rl.data.transitions import TransitionBatch
+from rxrl.rl.learners.dqn import Q_UNREPORTED
 from rxrl.rl.learners.multi_agent import MultiDQNLearner, MultiPPOLearner, MultiReplay
 from rxrl.rl.schedules import epsilon_schedule
 from rxrl.rl.workers.multi_agent import MultiAgentRolloutWorker, QPolicySpec
@@ -259,7 +260,8 @@ def plan(config: TwoTrainer, actors: TwoTrainerGroups | None = None) -> rxrl.Pla
     """PPO and DQN on one stream of rounds: a `MultiAgentMetrics` record per learner reply, forever."""
     g = actors or groups(config)
     ppo_ids, dqn_ids = split_policies(config)
-    progress = Progress(agents_of(config), ppo_ids + dqn_ids)
+    progress = Progress(agents_of(config), ppo_ids + dqn_ids,
+                        unreported={pid: Q_UNREPORTED for pid in dqn_ids})
     clock = IntensityClock(config.dqn.replay.batch_size)
     rounds = (rxrl.from_actors(g.workers, MultiAgentRolloutWorker.sample) | ops.barrier()
               | ops.map(progress.observe_rounds))                       # episodes counted once, here

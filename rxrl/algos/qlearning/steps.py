@@ -9,7 +9,7 @@ priorities learner → shard (object refs on Ray); the driver sees episodes, cou
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
@@ -71,11 +71,13 @@ _SUMMED = ("env_steps_trained", "num_updates", "learner_time_s")
 def merged(reports: Sequence[TrainMetrics]) -> TrainMetrics:
     """One report for several optimizer steps, of the reports' own type (SAC's has more
     fields): sums of the counts and times, means of everything else (the latest value of
-    SAC's temperature ``alpha``)."""
-    values = {}
+    SAC's temperature ``alpha``); the fields none of them computes stay `unreported`."""
+    values: dict[str, Any] = {}
     for field in attrs.fields(type(reports[0])):
         column = [getattr(r, field.name) for r in reports]
-        if field.name in _SUMMED:
+        if field.name == "unreported":
+            values[field.name] = frozenset.intersection(*column)
+        elif field.name in _SUMMED:
             values[field.name] = sum(column)
         elif field.name == "alpha":
             values[field.name] = column[-1]

@@ -28,7 +28,7 @@ import numpy as np
 from rxrl.rl.data.metrics import Metrics, TrainMetrics
 from rxrl.rl.data.multiagent import AgentID, MultiAgentBatch, PolicyID
 
-_TRAIN_FIELDS = [f.name for f in attrs.fields(TrainMetrics)]
+_TRAIN_FIELDS = [f.name for f in attrs.fields(TrainMetrics) if f.name != "unreported"]
 
 
 @attrs.frozen
@@ -41,7 +41,8 @@ class MultiAgentMetrics(Metrics):
     (all agents' rewards summed). ``episode_return_mean`` is the *lowest* per-agent mean —
     so ``rxrl train --target-return R`` stops once every agent's mean reaches R — and
     ``episodes`` / ``episode_length_mean`` count env episodes. ``policy_train`` holds each
-    policy's latest learner report (``train`` stays None).
+    policy's latest learner report (``train`` stays None); ``policy_unreported[pid]`` the
+    fields that policy's learner does not compute (`TrainMetrics.unreported`: no column).
     """
 
     agent_steps_sampled: int = 0
@@ -50,6 +51,7 @@ class MultiAgentMetrics(Metrics):
     policy_train: Mapping[PolicyID, TrainMetrics] = attrs.field(factory=dict)
     agents: tuple[AgentID, ...] = ()
     policies: tuple[PolicyID, ...] = ()
+    policy_unreported: Mapping[PolicyID, frozenset[str]] = attrs.field(factory=dict)
 
     def as_row(self) -> dict[str, float]:
         """`Metrics.as_row` plus ``agent/<id>/episode_return_mean`` for every agent and
@@ -63,7 +65,8 @@ class MultiAgentMetrics(Metrics):
             row[f"agent/{agent}/episode_return_mean"] = self.agent_return_mean.get(agent, math.nan)
         for pid in self.policies:
             report = self.policy_train.get(pid)
-            for name in _TRAIN_FIELDS:
+            skip = self.policy_unreported.get(pid, frozenset())
+            for name in (n for n in _TRAIN_FIELDS if n not in skip):
                 row[f"train/{pid}/{name}"] = math.nan if report is None else float(getattr(report, name))
         return row
 
@@ -74,12 +77,15 @@ class MultiAgentProgress:
     Driver-side, like `MetricsAccumulator`: ``agents`` and ``policies`` fix the record's
     columns. `observe_samples` records a batch's episodes and steps (rows are not needed:
     `MultiAgentBatch.episodes`); `observe_train` closes an iteration with one learner's
-    per-policy reports (several learners may report into one progress).
+    per-policy reports (several learners may report into one progress). ``unreported``: per
+    policy, the `TrainMetrics` fields its learner does not compute (no column for them).
     """
 
     def __init__(self, agents: Sequence[AgentID], policies: Sequence[PolicyID], window: int = 100,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter,
+                 unreported: Mapping[PolicyID, frozenset[str]] | None = None) -> None:
         self.agents, self.policies = tuple(agents), tuple(policies)
+        self.unreported = dict(unreported or {})
         self._clock = clock
         self._agent: dict[AgentID, deque[float]] = {a: deque(maxlen=window) for a in self.agents}
         self._total: deque[float] = deque(maxlen=window)
@@ -130,7 +136,7 @@ class MultiAgentProgress:
             steps_per_s=rate, time_s=now - self._start, agent_steps_sampled=self._agent_steps,
             episode_total_return_mean=float(np.mean(self._total)) if self._total else nan,
             agent_return_mean=means, policy_train=dict(self._latest), agents=self.agents,
-            policies=self.policies)
+            policies=self.policies, policy_unreported=self.unreported)
 
 
 __all__ = ["MultiAgentMetrics", "MultiAgentProgress"]

@@ -105,6 +105,8 @@ class TrainMetrics:
     `E[(r - 1) - log r]`; `clip_fraction` the share of ratios outside the clip range (0
     for A2C); `explained_variance` compares the batch's value targets with its behaviour
     values. `env_steps_trained` is the batch length, `num_updates` the optimizer steps.
+    `unreported` names the fields this learner does not compute (a DQN step has no policy
+    loss): they hold 0 or NaN, and no logger gets a column for them (`as_dict`).
     """
 
     policy_loss: float
@@ -117,6 +119,12 @@ class TrainMetrics:
     env_steps_trained: int
     num_updates: int
     learner_time_s: float
+    unreported: frozenset[str] = attrs.field(default=frozenset(), kw_only=True)
+
+    def as_dict(self) -> dict[str, float]:
+        """The fields this learner computes, by name (`unreported` left out)."""
+        return {k: v for k, v in attrs.asdict(self, recurse=False).items()
+                if k != "unreported" and k not in self.unreported}
 
 
 @attrs.frozen
@@ -153,7 +161,7 @@ class Metrics:
             if k not in ("train", "custom")
         }
         if self.train is not None:
-            row.update({f"train/{k}": float(v) for k, v in attrs.asdict(self.train).items()})
+            row.update({f"train/{k}": float(v) for k, v in self.train.as_dict().items()})
         row.update({f"custom/{k}": float(v) for k, v in self.custom.items()})
         return row
 

@@ -20,6 +20,7 @@ from rxrl.rl.data.running_stats import NormStats
 from rxrl.rl.learners.adam import Adam
 from rxrl.rl.models.policy import ActorCritic, Weights, make_policy
 from rxrl.rl.objectives.losses import (
+    A2C_UNREPORTED,
     Gradients,
     LossTerms,
     TensorBatch,
@@ -232,7 +233,7 @@ class A2CLearner(Learner):
         norm = self._step(term.loss, c.max_grad_norm)
         self.merge_stats(batch.norm_stats)
         self.env_steps_trained += len(batch)
-        return train_metrics([term], [norm], batch, start, num_updates=1)
+        return train_metrics([term], [norm], batch, start, num_updates=1, unreported=A2C_UNREPORTED)
 
     def apply_gradients(self, grads: Gradients) -> Weights:
         """A3C: one optimizer step with a worker's gradients; returns the new weights.

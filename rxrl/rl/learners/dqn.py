@@ -60,6 +60,11 @@ def dqn_loss(
     return loss, td.detach()
 
 
+
+#: the `TrainMetrics` fields a Q-learning step does not compute (no policy loss, entropy,
+#: KL or clipping)
+Q_UNREPORTED = frozenset({"policy_loss", "entropy", "approx_kl", "clip_fraction"})
+
 class DQNLearner:
     """Trains an online Q-network on replayed `TransitionBatch`es against a target network.
 
@@ -181,6 +186,7 @@ class DQNLearner:
             env_steps_trained=rows,
             num_updates=1,
             learner_time_s=time.perf_counter() - start,
+            unreported=Q_UNREPORTED,
         )
 
 
@@ -193,4 +199,4 @@ def _adam(net: torch.nn.Module, lr: float, eps: float) -> torch.optim.Adam:
         return torch.optim.Adam(net.parameters(), lr=lr, eps=eps)
 
 
-__all__ = ["DQNLearner", "dqn_loss", "huber", "td_targets"]
+__all__ = ["Q_UNREPORTED", "DQNLearner", "dqn_loss", "huber", "td_targets"]

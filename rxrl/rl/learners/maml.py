@@ -249,7 +249,8 @@ class MAMLLearner(Learner):
                             clip_fraction=clip, grad_norm=float(np.mean(norms)),
                             explained_variance=float("nan"),
                             env_steps_trained=rows, num_updates=self.config.num_epochs,
-                            learner_time_s=time.perf_counter() - start)
+                            learner_time_s=time.perf_counter() - start,
+                            unreported=frozenset({"value_loss", "entropy", "explained_variance"}))
 
 
 def adaptation_returns(weights: Mapping[str, npt.NDArray[np.generic]], env: TaskEnv, tasks: Sequence[Any],

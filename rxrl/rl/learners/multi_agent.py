@@ -140,7 +140,8 @@ def _mean_report(parts: list[TrainMetrics]) -> TrainMetrics:
         if any(np.isfinite(p.explained_variance) for p in parts) else float("nan"),
         env_steps_trained=sum(p.env_steps_trained for p in parts),
         num_updates=sum(p.num_updates for p in parts),
-        learner_time_s=sum(p.learner_time_s for p in parts))
+        learner_time_s=sum(p.learner_time_s for p in parts),
+        unreported=frozenset.intersection(*(p.unreported for p in parts)))
 
 
 class MultiReplay:

@@ -144,7 +144,7 @@ class SACMetrics(TrainMetrics):
     """`TrainMetrics` of SAC steps: `value_loss` the critics' loss, `policy_loss` the actor's,
     `entropy` the mean of `-log pi(a|s)` on the batch, `alpha` the temperature after the step,
     `q_mean` the mean of `Q_1(s, a)` on replayed pairs. `approx_kl` and `clip_fraction` do not
-    apply (0)."""
+    apply (0, `unreported`)."""
 
     alpha: float
     q_mean: float
@@ -228,7 +228,8 @@ class SACLearner:
             entropy=float(-logp.detach().mean()), approx_kl=0.0, clip_fraction=0.0,
             grad_norm=0.5 * (critic_norm + actor_norm), explained_variance=explained,
             env_steps_trained=len(batch), num_updates=1, learner_time_s=time.perf_counter() - start,
-            alpha=float(self.log_alpha.detach().exp()), q_mean=float(q1.detach().mean()))
+            alpha=float(self.log_alpha.detach().exp()), q_mean=float(q1.detach().mean()),
+            unreported=frozenset({"approx_kl", "clip_fraction"}))
         return metrics, (q1.detach() - targets).abs().numpy().astype(np.float32, copy=False)
 
     def get_weights(self) -> Weights:

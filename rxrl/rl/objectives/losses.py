@@ -100,6 +100,10 @@ def ppo_loss(
     )
 
 
+#: the `TrainMetrics` fields the A2C loss does not compute (it clips nothing)
+A2C_UNREPORTED = frozenset({"clip_fraction"})
+
+
 def a2c_loss(
     policy: ActorCritic,
     b: TensorBatch,
@@ -173,7 +177,8 @@ def a2c_gradients(policy: ActorCritic, batch: SampleBatch, config: A2CConfig) ->
         for name, p in policy.named_parameters()
     }
     policy.zero_grad(set_to_none=True)
-    return Gradients(arrays, train_metrics([terms], [norm], batch, start, num_updates=0))
+    return Gradients(arrays, train_metrics([terms], [norm], batch, start, num_updates=0,
+                                           unreported=A2C_UNREPORTED))
 
 
 def train_metrics(
@@ -182,8 +187,10 @@ def train_metrics(
     batch: SampleBatch,
     start: float,
     num_updates: int,
+    unreported: frozenset[str] = frozenset(),
 ) -> TrainMetrics:
-    """Average per-update loss statistics into a `TrainMetrics` (timed from `start`)."""
+    """Average per-update loss statistics into a `TrainMetrics` (timed from `start`);
+    ``unreported``: the fields the loss does not compute (`TrainMetrics.unreported`)."""
 
     def mean(values: list[float]) -> float:
         return float(np.mean(values)) if values else math.nan
@@ -199,10 +206,12 @@ def train_metrics(
         env_steps_trained=len(batch),
         num_updates=num_updates,
         learner_time_s=time.perf_counter() - start,
+        unreported=unreported,
     )
 
 
 __all__ = [
+    "A2C_UNREPORTED",
     "Gradients",
     "LossTerms",
     "TensorBatch",

@@ -68,6 +68,14 @@ class Algorithm:
     #: settings that ``rxrl train`` sets to ``--steps`` (schedules over the run), besides
     #: ``lr_decay_steps``
     budget_settings: tuple[str, ...] = ()
+    #: the settings (``--set`` paths, or prefixes ending in ``.``) that the checkpoint's learner
+    #: state depends on (the networks' architecture, the replay's layout): a resume that
+    #: changes one is refused, naming it
+    state_settings: tuple[str, ...] = ("policy.",)
+
+    def depends_on(self, path: str) -> bool:
+        """Whether the learner state depends on setting ``path`` (`state_settings`)."""
+        return any(path == s or (s.endswith(".") and path.startswith(s)) for s in self.state_settings)
 
     def build(self, config: RolloutSettings, start: Start | None = None) -> tuple[Plan[Metrics], Groups[Any]]:
         """The plan and its actors, so that a caller can add operators naming the learner."""

@@ -20,7 +20,7 @@ import attrs
 import rxrl
 from rxrl.algos import MODULES, Algorithm, get
 from rxrl.algos.common import RolloutSettings, env_spaces
-from rxrl.algos.configs import paths, with_settings
+from rxrl.algos.configs import paths, to_dict, with_settings
 from rxrl.compile import compile_plan
 from rxrl.training.checkpoint import CHECKPOINT, Checkpoint, check_fits, load_checkpoint
 
@@ -108,6 +108,8 @@ def prepare(algo: str | Algorithm | RolloutSettings, *, env: str | None = None,
                 check_fits(resumed, config, spaces)
             except ValueError as e:
                 raise ValueError(f"--resume {resume}: {e}") from None
+    if resumed is not None:
+        check_state_settings(spec, resumed, config, resume)
     if resumed is not None and total <= resumed.counters.env_steps_sampled:
         raise ValueError(f"--steps {total} is not more than the {resumed.counters.env_steps_sampled} "
                          "env steps already trained")
@@ -127,6 +129,29 @@ def _settings(config: RolloutSettings, settings: Mapping[str, Any], what: str) -
 def run_files(path: Path) -> list[str]:
     """The run files (`RUN_FILES`) that ``path`` already holds."""
     return [name for name in RUN_FILES if (path / name).exists()]
+
+
+def check_state_settings(spec: Algorithm, resumed: Checkpoint, config: RolloutSettings,
+                         resume: str | Path | None) -> None:
+    """Refuse, in one line naming the setting, a resume whose config changes a setting the
+    checkpoint's learner state depends on (`Algorithm.state_settings`: e.g. the policy's
+    activation, which loads into tensors of the same shapes and silently breaks the policy)."""
+    was, now = to_dict(resumed.config), to_dict(config)
+    for path in paths(spec.config):
+        if not spec.depends_on(path):
+            continue
+        before, after = _at(was, path), _at(now, path)
+        if before != after:
+            raise ValueError(
+                f"--resume {resume}: {path} is {before!r} in the checkpoint, {after!r} here; the "
+                "learner state was trained with it, so a resume cannot change it (drop that "
+                "setting, or start a new run)")
+
+
+def _at(doc: Mapping[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        doc = doc.get(key) if isinstance(doc, Mapping) else None  # type: ignore[assignment]
+    return doc
 
 
 def run_dir(out: str | Path | None, setup: Setup, resume: str | Path | None = None) -> Path:
@@ -239,6 +264,6 @@ def ray_init_options(plan: rxrl.Plan[Any]) -> dict[str, Any]:
                                "worker_niceness": WORKER_NICENESS}}
 
 
-__all__ = ["BACKENDS", "RAY_INIT", "RUN_FILES", "TORCH_FREE_PRELOAD", "WORKER_NICENESS",
-           "WORKER_PRELOAD", "WORKER_RESTARTS", "Setup", "algorithm_of", "check_writable", "prepare",
+__all__ = ["BACKENDS", "RAY_INIT", "RUN_FILES", "TORCH_FREE_PRELOAD", "WORKER_NICENESS", "WORKER_PRELOAD",
+           "WORKER_RESTARTS", "Setup", "algorithm_of", "check_state_settings", "check_writable", "prepare",
            "ray_init_options", "run_dir", "run_files", "same_dir", "write_json"]

@@ -334,10 +334,14 @@ def evaluate(config: TwoTrainer, learner_state: Mapping[str, Any], episodes: int
 
 
 #: settings that learn faster than the defaults on particular envs
+#: what a two-trainer checkpoint's learners and replay depend on (`Algorithm.state_settings`)
+TWO_TRAINER_STATE = ("policy.", "policies", "policy_mapping", "dqn_policies", "dqn.q_net.",
+                     "dqn.n_step", "dqn.replay.capacity", "dqn.replay.prioritized")
+
 TUNED: Mapping[str, Mapping[str, Any]] = {}
 
-__all__ = ["SPEC", "TUNED", "DQNLearnerFactory", "IntensityClock", "ReplayFactory", "TwoTrainer",
-           "TwoTrainerGroups",
+__all__ = ["SPEC", "TUNED", "TWO_TRAINER_STATE", "DQNLearnerFactory", "IntensityClock", "ReplayFactory",
+           "TwoTrainer", "TwoTrainerGroups",
            "check", "replay_state_if_due", "resumed_q_steps", "saved_replay",
            "dqn_state_if_due", "evaluate", "groups", "plan", "ppo_state_if_due", "q_specs", "select",
            "snapshot", "split_policies", "store", "train_dqn", "train_ppo"]
@@ -345,4 +349,5 @@ __all__ = ["SPEC", "TUNED", "DQNLearnerFactory", "IntensityClock", "ReplayFactor
 #: what the registry reads (`rxrl.algos.ALGORITHMS`)
 SPEC = Algorithm("two-trainer", TwoTrainer, plan, cast(Any, groups), 300_000, TUNED,
                  "PPO and DQN policies trained concurrently on one multi-agent stream",
-                 check_env=check, snapshot=snapshot, evaluate=evaluate)
+                 check_env=check, snapshot=snapshot, evaluate=evaluate,
+                 state_settings=TWO_TRAINER_STATE)

@@ -12,6 +12,7 @@ from rxrl import ops
 from rxrl.algos.common import Start, episode_metric_names, float_in, instance_of, int_at_least
 from rxrl.algos.qlearning import dqn
 from rxrl.algos.qlearning.common import (
+    Q_STATE,
     DQNGroups,
     QSettings,
     check,
@@ -121,4 +122,5 @@ __all__ = ["SPEC", "LEARNER", "TUNED", "ApeX", "groups", "plan"]
 #: what the registry reads (`rxrl.algos.ALGORITHMS`)
 SPEC = Algorithm("apex", ApeX, plan, cast(Any, groups), 200_000, TUNED,
                  "Ape-X DQN: asynchronous epsilon-greedy workers, prioritized replay shards, "
-                 "a pipelined learner", check_env=check("apex"), snapshot=snapshot(4), greedy=greedy)
+                 "a pipelined learner", check_env=check("apex"), snapshot=snapshot(4), greedy=greedy,
+                 state_settings=(*Q_STATE, "num_shards"))

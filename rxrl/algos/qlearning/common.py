@@ -58,6 +58,12 @@ _NOT_HERE = {"gamma": "learner.gamma", "lam": "nothing (no GAE in Q-learning)",
              "policy": "learner.q_net"}
 
 
+#: what a Q-learning checkpoint's learner and replay state depend on (`Algorithm.state_settings`):
+#: the Q-net, and the replay's layout (its transitions are folded with ``n_step`` returns)
+Q_STATE = ("policy.", "learner.q_net.", "learner.n_step", "learner.replay.capacity",
+           "learner.replay.prioritized")
+
+
 class _HasReplay(Protocol):
     @property
     def replay(self) -> ReplayConfig: ...
@@ -416,6 +422,7 @@ def greedy(config: QSettings, state: Mapping[str, Any]) -> Callable[..., Any]:
 
 
 __all__ = [
+    "Q_STATE",
     "refuse_unused",
     "DQNGroups", "EnvSteps", "Fixed", "Pickled", "QGroups", "QSettings",
     "QWorkerFactory", "ReplayLearnerFactory", "ReplaySettings", "ShardFactory", "Stateful", "check",

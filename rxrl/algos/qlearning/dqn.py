@@ -11,6 +11,7 @@ import rxrl
 from rxrl import ops
 from rxrl.algos.common import Start, episode_metric_names, instance_of, int_at_least
 from rxrl.algos.qlearning.common import (
+    Q_STATE,
     DQNGroups,
     QSettings,
     check,
@@ -96,4 +97,5 @@ __all__ = ["SPEC", "DQN", "LEARNER", "TUNED", "groups", "plan"]
 SPEC = Algorithm("dqn", DQN, plan, cast(Any, groups), 100_000, TUNED,
                  "deep Q-learning (double, n-step) from a replay actor at a fixed training intensity",
                  check_env=check("dqn"), snapshot=snapshot(1), greedy=greedy,
-                 budget_settings=("exploration_steps",))
+                 budget_settings=("exploration_steps",),
+                 state_settings=Q_STATE)

@@ -199,15 +199,20 @@ def greedy(config: SAC, state: Mapping[str, Any]) -> Callable[..., Any]:
 
 #: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies
 #: them for that env; ``--set`` overrides them).
+#: what a SAC checkpoint's learner and replay state depend on (`Algorithm.state_settings`)
+SAC_STATE = ("policy.", "learner.hidden_sizes", "learner.log_std_min", "learner.log_std_max",
+             "learner.n_step", "learner.replay.capacity", "learner.replay.prioritized")
+
 TUNED: Mapping[str, Mapping[str, Any]] = {
     # a short task: start learning after 1k random steps (of the 20k the target allows)
     "Pendulum-v1": {"learner.replay.capacity": 100_000, "learner.replay.learning_starts": 1_000},
 }
 
-__all__ = ["SPEC", "SAC", "SACGroups", "SACWorkerFactory", "TUNED", "check",
+__all__ = ["SPEC", "SAC", "SAC_STATE", "SACGroups", "SACWorkerFactory", "TUNED", "check",
            "env_spaces_of", "greedy", "groups", "plan"]
 
 #: what the registry reads (`rxrl.algos.ALGORITHMS`)
 SPEC = Algorithm("sac", SAC, plan, cast(Any, groups), 100_000, TUNED,
                  "soft actor-critic (twin Q, automatic entropy tuning) from a replay actor at a "
-                 "fixed update-to-data ratio", check_env=check, snapshot=snapshot(1), greedy=greedy)
+                 "fixed update-to-data ratio", check_env=check, snapshot=snapshot(1), greedy=greedy,
+                 state_settings=SAC_STATE)

@@ -165,14 +165,24 @@ def resumed_q_steps(config: TwoTrainer, start: Start | None) -> dict[PolicyID, i
             for pid, shard in saved["shards"].items()}
 
 
+def resumed_stored(start: Start | None) -> int:
+    """The transitions a checkpoint's replay had stored in all (what `store` counts from)."""
+    saved = saved_replay(start)
+    if saved is None:
+        return 0
+    return sum(int(shard["buffer"]["num_added"]) for shard in saved["shards"].values())
+
+
 @attrs.frozen
 class TwoTrainerGroups:
-    """The actors: rollout workers, the PPO learner (``learner``), the DQN learner, the replay."""
+    """The actors: rollout workers, the PPO learner (``learner``), the DQN learner, the replay;
+    ``stored``: the transitions a resumed replay had stored in all (0 for a new run)."""
 
     workers: ActorGroup[MultiAgentRolloutWorker]
     learner: ActorGroup[MultiPPOLearner]
     dqn_learner: ActorGroup[MultiDQNLearner]
     replay: ActorGroup[MultiReplay]
+    stored: int = 0
 
 
 def check(config: TwoTrainer, learner_state: Mapping[str, Any] | None = None) -> None:
@@ -203,7 +213,7 @@ def groups(config: TwoTrainer, start: Start | None = None) -> TwoTrainerGroups:
         learner = learner.with_options(num_gpus=1)
     dqn_learner = rxrl.indexed_actors(DQNLearnerFactory(config, start), 1, name="MultiDQNLearner")
     replay = rxrl.indexed_actors(ReplayFactory(config, start), 1, name="MultiReplay")
-    return TwoTrainerGroups(workers, learner, dqn_learner, replay)
+    return TwoTrainerGroups(workers, learner, dqn_learner, replay, resumed_stored(start))
 
 
 def train_ppo(learner: MultiPPOLearner, rounds: list[MultiAgentBatch]) -> MultiTrained:
@@ -233,10 +243,15 @@ def train_dqn(steps: int) -> Callable[[MultiDQNLearner, Mapping[PolicyID, Transi
 class IntensityClock:
     """Driver side: one token per ``batch_size`` transitions stored, so that a round-robin
     weight of ``training_intensity / steps_per_call`` replays exactly ``training_intensity``
-    transitions per stored one (counted in whole minibatches)."""
+    transitions per stored one (counted in whole minibatches). ``stored``: the transitions a
+    resumed replay holds from before this run (`resumed_stored`), whose tokens the first run
+    issued: the replay counts them in its totals, and without this a resume would issue one
+    token per minibatch ever stored at once — the DQN branch then trains on them for many
+    iterations while no env step is sampled (the round robin pulls a buffered token instead
+    of storing a new round)."""
 
-    def __init__(self, batch_size: int) -> None:
-        self.batch_size, self.issued = batch_size, 0
+    def __init__(self, batch_size: int, stored: int = 0) -> None:
+        self.batch_size, self.issued = batch_size, stored // batch_size
 
     def tokens(self, stored: int) -> list[int]:
         """The tokens due now that ``stored`` transitions have been stored in all."""
@@ -262,7 +277,7 @@ def plan(config: TwoTrainer, actors: TwoTrainerGroups | None = None) -> rxrl.Pla
     ppo_ids, dqn_ids = split_policies(config)
     progress = Progress(agents_of(config), ppo_ids + dqn_ids,
                         unreported={pid: Q_UNREPORTED for pid in dqn_ids})
-    clock = IntensityClock(config.dqn.replay.batch_size)
+    clock = IntensityClock(config.dqn.replay.batch_size, g.stored)
     rounds = (rxrl.from_actors(g.workers, MultiAgentRolloutWorker.sample) | ops.barrier()
               | ops.map(progress.observe_rounds))                       # episodes counted once, here
     to_ppo, to_dqn = ops.split(rounds, 2, max_lag=config.split_lag)
@@ -342,7 +357,7 @@ TUNED: Mapping[str, Mapping[str, Any]] = {}
 
 __all__ = ["SPEC", "TUNED", "TWO_TRAINER_STATE", "DQNLearnerFactory", "IntensityClock", "ReplayFactory",
            "TwoTrainer", "TwoTrainerGroups",
-           "check", "replay_state_if_due", "resumed_q_steps", "saved_replay",
+           "check", "replay_state_if_due", "resumed_q_steps", "resumed_stored", "saved_replay",
            "dqn_state_if_due", "evaluate", "groups", "plan", "ppo_state_if_due", "q_specs", "select",
            "snapshot", "split_policies", "store", "train_dqn", "train_ppo"]
 

@@ -99,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.path.append(os.getcwd())
     INTERRUPTS.install()
     INTERRUPTS.requested = None
+    ray_before = ray_initialized()
     try:
         return commands[args.command](args)
     except KeyboardInterrupt:
@@ -114,7 +115,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rxrl {args.command}: error: {message}", file=sys.stderr)
         return 1
     finally:
+        if not ray_before:
+            with INTERRUPTS.ignored():  # a signal now would leave Ray's agents orphaned
+                shutdown_ray()
         INTERRUPTS.uninstall()
+
+
+def ray_initialized() -> bool:
+    """Whether Ray is initialised in this process (without importing it)."""
+    if "ray" not in sys.modules:
+        return False
+    import ray
+
+    return bool(ray.is_initialized())
+
+
+def shutdown_ray() -> None:
+    """Shut down the Ray this command started, before the process exits: Ray's own exit hook
+    runs after rxrl's signal handlers are gone, so a second SIGTERM arriving then killed the
+    process half-way and left the raylet's agents orphaned for a minute."""
+    if ray_initialized():
+        import ray
+
+        ray.shutdown()
 
 
 if __name__ == "__main__":

@@ -72,6 +72,21 @@ class Interrupts:
             signal.signal(sig, previous)
         self._previous.clear()
 
+    @contextlib.contextmanager
+    def ignored(self) -> Iterator[None]:
+        """Within the block, SIGINT and SIGTERM are ignored (main thread; else nothing
+        changes): for a short last step that a signal must not cut in half — shutting down
+        the Ray processes this one started, whose agents a half-done shutdown leaves orphaned."""
+        previous: dict[int, Any] = {}
+        with contextlib.suppress(ValueError):
+            for sig in SIGNALS:
+                previous[sig] = signal.signal(sig, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
     def reinstall(self) -> None:
         """Handle SIGINT and SIGTERM here again, if `install` did and someone replaced us
         (``ray.init`` sets its own SIGTERM handler, which exits with status 15)."""

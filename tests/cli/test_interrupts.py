@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,33 @@ def test_a_ray_run_ends_cleanly_on_a_signal_and_leaves_no_process(
              "end of every process the run started")
     if moment == "training":
         assert load_checkpoint(out).counters.iteration == int(metrics_rows(out)[-1]["iteration"])
+
+
+@pytest.mark.timeout(300)
+def test_two_sigterms_in_a_row_leave_no_ray_process(tmp_path: Path) -> None:
+    """Issue 27 item 2: a second SIGTERM 0.2 s after the first (while the run finishes its
+    checkpoint, or while Ray shuts down) still shuts Ray down: every process of the run is
+    gone within seconds, not orphaned (the raylet's agents lived on for 30-60 s)."""
+    out = tmp_path / "run"
+    mark = marked()
+    proc = start(["train", "ppo", "--out", out, *ENDLESS, *QUICK], env=mark)
+    try:
+        wait_for(lambda: len(metrics_rows(out)) >= 2, 180, "two metrics rows", proc)
+        proc.send_signal(signal.SIGTERM)
+        stream = proc.stderr
+        assert stream is not None
+        wait_for(lambda: "stopping after the next checkpoint" in stream.readline(), 30,
+                 "the first signal's notice", proc)
+        time.sleep(0.2)  # the second signal's moment is the case under test, not a race
+        proc.send_signal(signal.SIGTERM)
+        code, stderr = finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert code == 143, stderr
+    wait_for(lambda: not processes_marked(mark["RXRL_TEST_MARK"]), 10,
+             "end of every process the run started (none orphaned)")
+    assert load_checkpoint(out).counters.iteration >= 2
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

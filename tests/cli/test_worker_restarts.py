@@ -71,3 +71,56 @@ def test_without_restarts_a_killed_worker_ends_the_run_with_one_line_naming_it(t
     assert re.match(r"rxrl train: error: actor RolloutWorker\[[01]\] \(group built at ", error), error
     assert error.endswith("no restarts were allowed (--worker-restarts N restarts rollout workers)")
     assert json.loads((out / "summary.json").read_text())["status"] == "failed"
+
+
+@pytest.mark.timeout(500)
+def test_a_resumed_dqn_run_survives_kill_9_of_a_rollout_worker(tmp_path: Path) -> None:
+    """Issue 27 item 11: a resumed run's workers (built from the checkpoint's weights) come
+    back after ``kill -9`` too: the run completes with every iteration once and no env step
+    lost (a record that stored a round grew by a whole round, both workers' fragments: 2 × 16
+    env steps, less the steps whose n-step transitions are still pending), and Ray's "the
+    actor restart will fail" warning about constructor arguments does not appear."""
+    out, pids = tmp_path / "run", tmp_path / "pids"
+    pids.mkdir()
+    env = ["--env", "tests.cli.pid_env:PidCartPole-v0"]
+    first = start(["train", "dqn", *env, "--steps", "2000", "--out", out], env={PIDS: str(pids)})
+    _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0, stderr
+    for p in pids.iterdir():
+        p.unlink()
+    proc = start(["train", "dqn", *env, "--steps", "12000", "--resume", out], env={PIDS: str(pids)})
+    try:
+        wait_for(lambda: len(metrics_rows(out)) >= 3 + _rows_before(out) and len(list(pids.iterdir())) >= 2,
+                 240, "three resumed iterations of two rollout workers", proc)
+        victim = min(int(p.name) for p in pids.iterdir())
+        os.kill(victim, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, stderr
+    assert "restart will fail" not in stderr and "core_worker" not in stderr
+    assert len(list(pids.iterdir())) >= 3, "no rollout worker process was started again"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["env_steps_sampled"] >= 12_000
+    rows = metrics_rows(out)
+    assert [int(r["iteration"]) for r in rows] == list(range(1, len(rows) + 1))
+    steps = [int(r["env_steps_sampled"]) for r in rows]
+    grew = [b - a for a, b in itertools.pairwise(steps)]
+    assert all(g == 0 or 16 < g <= 32 for g in grew), sorted(set(grew))
+    assert sum(g > 0 for g in grew) >= (12_000 - 2_000) // 32
+
+
+def _rows_before(out: Path) -> int:
+    """The rows of the first run (its checkpoint's iteration), read once per directory."""
+    if out not in _FIRST:
+        from rxrl.training.checkpoint import load_checkpoint
+
+        _FIRST[out] = load_checkpoint(out).counters.iteration
+    return _FIRST[out]
+
+
+_FIRST: dict[Path, int] = {}

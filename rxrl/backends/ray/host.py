@@ -33,7 +33,7 @@ OK = "ok"
 #: the actor was restarted and has not been brought up to date yet: nothing was executed
 STALE = "stale"
 
-__all__ = ["END", "NOT_READY", "OK", "STALE", "Chain", "Failure", "Host", "MemberSpec",
+__all__ = ["END", "NOT_READY", "OK", "STALE", "Chain", "Failure", "Host", "MemberSpec", "PinnedSpec",
            "RemoteError"]
 
 #: ``cloudpickle.dumps`` (untyped upstream)
@@ -113,6 +113,47 @@ class MemberSpec:
     on_restart: Callable[[Any], object] | None = None
 
 
+#: the namespace of Ray's key-value store (in the GCS) that holds `PinnedSpec` specs
+SPEC_NAMESPACE = "rxrl-specs"
+
+
+@attrs.frozen
+class PinnedSpec:
+    """A `MemberSpec` kept in Ray's key-value store under ``key``, for an actor Ray may
+    restart: the actor reads it in its constructor (again after every restart), so the
+    constructor's own argument is this small record. The driver deletes it when the run
+    closes. Ray keeps a constructor argument that is in the object store (anything over
+    ~100 KB: a resumed run's workers carry the checkpoint's weights) only until the first
+    construction, so a restart failed with "the object has already been deleted"
+    (ray-project/ray#53727); an object ref nested in the argument works, but Ray then
+    warns that "the actor restart will fail" on every such run."""
+
+    key: str
+
+    @staticmethod
+    def put(key: str, spec: MemberSpec) -> PinnedSpec:
+        """Store ``spec`` under ``key`` (driver side)."""
+        from ray.experimental import internal_kv
+
+        internal_kv._internal_kv_put(key, dumps(spec), namespace=SPEC_NAMESPACE)
+        return PinnedSpec(key)
+
+    def get(self) -> MemberSpec:
+        """The stored spec (actor side)."""
+        from ray.experimental import internal_kv
+
+        data = internal_kv._internal_kv_get(self.key, namespace=SPEC_NAMESPACE)
+        if data is None:
+            raise RuntimeError(f"the spec of actor {self.key} is gone (its run has closed)")
+        return cast(MemberSpec, cloudpickle.loads(data))
+
+    def delete(self) -> None:
+        """Remove the stored spec (driver side, when the run closes)."""
+        from ray.experimental import internal_kv
+
+        internal_kv._internal_kv_del(self.key, namespace=SPEC_NAMESPACE)
+
+
 def _reconstructed() -> bool:
     with warnings.catch_warnings():  # Ray's own property warns about an API it uses inside
         warnings.simplefilter("ignore")
@@ -122,7 +163,9 @@ def _reconstructed() -> bool:
 class Host:
     """Runs inside a Ray actor: the user's actor instance, its chains and its effects."""
 
-    def __init__(self, spec: MemberSpec | None = None, *, on_driver: bool = False) -> None:
+    def __init__(self, spec: MemberSpec | PinnedSpec | None = None, *, on_driver: bool = False) -> None:
+        if isinstance(spec, PinnedSpec):
+            spec = spec.get()
         self.instance: Any = None
         self.broken: Failure | None = None
         self.stale = False

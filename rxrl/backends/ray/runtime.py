@@ -20,7 +20,7 @@ from rxrl.backends import common
 from rxrl.backends.common import Blocked, Reporter
 from rxrl.backends.engine.stream import Request, Runtime, Shard
 from rxrl.backends.kernels import Clock
-from rxrl.backends.ray.host import Chain, Failure, Host, MemberSpec, dumps
+from rxrl.backends.ray.host import Chain, Failure, Host, MemberSpec, PinnedSpec, dumps
 from rxrl.backends.ray.members import (
     POOL,
     DriverMember,
@@ -135,6 +135,8 @@ class RayRuntime(Runtime):
         self.pool_targets: list[PoolTarget] = []
         self.pool_hosts: list[Handle] = []
         self.created: list[Handle] = []
+        #: the specs of actors Ray may restart, kept until the run closes (`PinnedSpec`)
+        self.pinned: list[PinnedSpec] = []
         self.closers: list[Callable[[], None]] = []
         self.closed = False
         #: requests submitted and not yet seen complete (by id)
@@ -252,7 +254,11 @@ class RayRuntime(Runtime):
             raise PlanError(repr(group), group.site, f"Ray refused the group's options: {e}",
                             "see docs/ray.md for the options a group takes") from e
         try:
-            handle = actor.remote(spec)
+            if options["max_restarts"]:
+                self.pinned.append(PinnedSpec.put(f"{self.run_id}:{ordinal}:{index}", spec))
+                handle = actor.remote(self.pinned[-1])
+            else:
+                handle = actor.remote(spec)
         except Exception as e:  # pickling: a lambda over a lock, a local class, ...
             raise PlanError(repr(group), group.site,
                             f"its actor or functions cannot be sent to a Ray actor: "
@@ -387,6 +393,10 @@ class RayRuntime(Runtime):
                     member.host.discard()
         if self.created and ray.is_initialized():
             self._await_killed()
+        if ray.is_initialized():  # the specs go once their actors are gone
+            for pinned in self.pinned:
+                pinned.delete()
+        self.pinned.clear()
         if self.pool_hosts and ray.is_initialized():
             releases = {h.release.remote(self.run_id): h for h in self.pool_hosts}
             # releases queue behind the run's last requests: a host that cannot finish them

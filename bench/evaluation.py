@@ -30,10 +30,10 @@ def steady_rate(run: Path, skip: int) -> float:
 
 
 def one_run(root: Path, name: str, steps: int, interval: int, episodes: int,
-            skip: int) -> tuple[float, float]:
+            skip: int, workers: int) -> tuple[float, float]:
     """Trained env steps per second of one run, end to end and steady (evaluation off when
     ``interval`` is 0)."""
-    trainer = Trainer("ppo", root / name, backend="ray", steps=steps, loggers=["csv"],
+    trainer = Trainer("ppo", root / name, backend="ray", steps=steps, loggers=["csv"], workers=workers,
                       handle_signals=False, evaluation_interval=interval,
                       evaluation_workers=1, evaluation_episodes=episodes)
     began = time.perf_counter()
@@ -51,6 +51,9 @@ def main() -> None:
     p.add_argument("--interval", type=int, default=1, help="iterations between evaluations")
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--skip", type=int, default=3, help="records left out of the steady rate")
+    p.add_argument("--workers", type=int, default=2,
+                   help="rollout workers (PPO is synchronous: with 1, a 2-core machine has a core "
+                        "to spare for the evaluator)")
     args = p.parse_args()
     import ray
 
@@ -60,8 +63,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for i in range(args.pairs):
-            off.append(one_run(root, f"off{i}", args.steps, 0, args.episodes, args.skip))
-            on.append(one_run(root, f"on{i}", args.steps, args.interval, args.episodes, args.skip))
+            off.append(one_run(root, f"off{i}", args.steps, 0, args.episodes, args.skip,
+                               args.workers))
+            on.append(one_run(root, f"on{i}", args.steps, args.interval, args.episodes, args.skip,
+                               args.workers))
             print(f"pair {i}: off {off[-1][0]:,.0f} / {off[-1][1]:,.0f} steps/s (end to end / "
                   f"steady), on {on[-1][0]:,.0f} / {on[-1][1]:,.0f}")
     ray.shutdown()

@@ -105,6 +105,8 @@ def test_a_ray_run_ends_cleanly_on_a_signal_and_leaves_no_process(
              "end of every process the run started")
     if moment == "training":
         assert load_checkpoint(out).counters.iteration == int(metrics_rows(out)[-1]["iteration"])
+    else:  # issue 27 item 5: a run that never started leaves no directory
+        assert not out.exists()
 
 
 @pytest.mark.timeout(300)

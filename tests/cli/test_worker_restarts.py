@@ -88,7 +88,7 @@ def test_a_resumed_dqn_run_survives_kill_9_of_a_rollout_worker(tmp_path: Path) -
     assert first.returncode == 0, stderr
     for p in pids.iterdir():
         p.unlink()
-    proc = start(["train", "dqn", *env, "--steps", "12000", "--resume", out], env={PIDS: str(pids)})
+    proc = start(["train", "dqn", *env, "--steps", "7000", "--resume", out], env={PIDS: str(pids)})
     try:
         wait_for(lambda: len(metrics_rows(out)) >= 3 + _rows_before(out) and len(list(pids.iterdir())) >= 2,
                  240, "three resumed iterations of two rollout workers", proc)
@@ -105,13 +105,13 @@ def test_a_resumed_dqn_run_survives_kill_9_of_a_rollout_worker(tmp_path: Path) -
     assert "restart will fail" not in stderr and "core_worker" not in stderr
     assert len(list(pids.iterdir())) >= 3, "no rollout worker process was started again"
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["env_steps_sampled"] >= 12_000
+    assert summary["status"] == "completed" and summary["env_steps_sampled"] >= 7_000
     rows = metrics_rows(out)
     assert [int(r["iteration"]) for r in rows] == list(range(1, len(rows) + 1))
     steps = [int(r["env_steps_sampled"]) for r in rows]
     grew = [b - a for a, b in itertools.pairwise(steps)]
     assert all(g == 0 or 16 < g <= 32 for g in grew), sorted(set(grew))
-    assert sum(g > 0 for g in grew) >= (12_000 - 2_000) // 32
+    assert sum(g > 0 for g in grew) >= (7_000 - 2_000) // 32
 
 
 def _rows_before(out: Path) -> int:

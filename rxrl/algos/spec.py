@@ -4,16 +4,14 @@ and `Snapshot`, the item an algorithm's checkpoint step passes."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
+import numpy as np
 
 from rxrl.algos.common import Groups, RolloutSettings, Start
 from rxrl.plan import Plan
 from rxrl.rl.data.metrics import Metrics
-
-if TYPE_CHECKING:
-    from rxrl.algos.multi_agent.ma_ppo import GreedyReturns
 
 
 @attrs.frozen(eq=False)
@@ -23,6 +21,22 @@ class Snapshot:
     metrics: Metrics
     due: bool = False
     state: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class GreedyReturns:
+    """Returns of greedy episodes of a multi-agent policy set: ``returns`` per env episode
+    (the sum over its agents, as ``episode_total_return_mean`` in metrics.csv) and
+    ``agent_returns`` per agent (its own episodes, as ``agent/<id>/episode_return_mean``)."""
+
+    returns: list[float]
+    agent_returns: dict[str, list[float]]
+
+    def lowest_agent(self) -> tuple[str, list[float]]:
+        """The agent with the lowest mean return and its returns: what ``episode_return_mean``
+        (and ``--target-return``) is in training."""
+        agent = min(self.agent_returns, key=lambda a: float(np.mean(self.agent_returns[a])))
+        return agent, self.agent_returns[agent]
 
 
 @attrs.frozen
@@ -83,4 +97,4 @@ class Algorithm:
         return self.plan(config, actors), actors
 
 
-__all__ = ["Algorithm", "Snapshot"]
+__all__ = ["Algorithm", "GreedyReturns", "Snapshot"]

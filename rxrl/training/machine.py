@@ -54,11 +54,6 @@ def check_machine(config: RolloutSettings, cores: int | None = None,
                          "a Ray cluster")
 
 
-def iteration_steps(config: RolloutSettings) -> int:
-    """Env steps one training iteration samples at least (`RolloutSettings.iteration_sample`)."""
-    return config.iteration_sample().steps
-
-
 def check_overshoot(config: RolloutSettings, steps_left: int) -> None:
     """Refuse a budget smaller than one iteration: the run would overshoot it many times."""
     sample = config.iteration_sample()
@@ -95,4 +90,4 @@ def explain_actor_error(e: ActorError, address: str | None) -> Exception:
 
 
 __all__ = ["PROCESS_MB", "WORKERS_PER_CORE", "available_mb", "check_machine", "check_overshoot",
-           "explain_actor_error", "iteration_steps", "worker_limit"]
+           "explain_actor_error", "worker_limit"]

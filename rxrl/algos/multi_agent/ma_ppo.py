@@ -19,7 +19,7 @@ from rxrl.algos.common import (
     instance_of,
     int_at_least,
 )
-from rxrl.algos.spec import Algorithm
+from rxrl.algos.spec import Algorithm, GreedyReturns
 from rxrl.envs import make_parallel_env
 from rxrl.envs.vector import EnvSpaces
 from rxrl.rl import PPOConfig
@@ -133,22 +133,6 @@ class MultiAgentWorkerFactory:
             worker.set_weights(learner_weights(start.learner_state))
         worker.set_q_steps(self.q_steps)
         return worker
-
-
-@attrs.frozen
-class GreedyReturns:
-    """Returns of greedy episodes of a multi-agent policy set: ``returns`` per env episode
-    (the sum over its agents, as ``episode_total_return_mean`` in metrics.csv) and
-    ``agent_returns`` per agent (its own episodes, as ``agent/<id>/episode_return_mean``)."""
-
-    returns: list[float]
-    agent_returns: dict[str, list[float]]
-
-    def lowest_agent(self) -> tuple[str, list[float]]:
-        """The agent with the lowest mean return and its returns: what ``episode_return_mean``
-        (and ``--target-return``) is in training."""
-        agent = min(self.agent_returns, key=lambda a: float(np.mean(self.agent_returns[a])))
-        return agent, self.agent_returns[agent]
 
 
 #: an eval episode that has not ended after this many env steps is an error (an env without

@@ -348,11 +348,11 @@ def evaluate(config: TwoTrainer, learner_state: Mapping[str, Any], episodes: int
     return greedy_returns(MultiAgentWorkerFactory(config, q_specs(config), starts), episodes, seed)
 
 
-#: settings that learn faster than the defaults on particular envs
 #: what a two-trainer checkpoint's learners and replay depend on (`Algorithm.state_settings`)
 TWO_TRAINER_STATE = ("policy.", "policies", "policy_mapping", "dqn_policies", "dqn.q_net.",
                      "dqn.n_step", "dqn.replay.capacity", "dqn.replay.prioritized")
 
+#: settings that learn faster than the defaults on particular envs
 TUNED: Mapping[str, Mapping[str, Any]] = {}
 
 __all__ = ["SPEC", "TUNED", "TWO_TRAINER_STATE", "DQNLearnerFactory", "IntensityClock", "ReplayFactory",

@@ -197,12 +197,12 @@ def greedy(config: SAC, state: Mapping[str, Any]) -> Callable[..., Any]:
     return act
 
 
-#: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies
-#: them for that env; ``--set`` overrides them).
 #: what a SAC checkpoint's learner and replay state depend on (`Algorithm.state_settings`)
 SAC_STATE = ("policy.", "learner.hidden_sizes", "learner.log_std_min", "learner.log_std_max",
              "learner.n_step", "learner.replay.capacity", "learner.replay.prioritized")
 
+#: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies
+#: them for that env; ``--set`` overrides them).
 TUNED: Mapping[str, Mapping[str, Any]] = {
     # a short task: start learning after 1k random steps (of the 20k the target allows)
     "Pendulum-v1": {"learner.replay.capacity": 100_000, "learner.replay.learning_starts": 1_000},

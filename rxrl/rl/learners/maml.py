@@ -203,6 +203,10 @@ class MAMLWorker:
         self.policy.set_weights(weights)
 
 
+#: the `TrainMetrics` fields the meta-update does not compute (no value function, no entropy term)
+MAML_UNREPORTED = frozenset({"value_loss", "entropy", "explained_variance"})
+
+
 class MAMLLearner(Learner):
     """The meta-policy and its Adam optimizer; `meta_update` from the workers' task batches."""
 
@@ -250,7 +254,7 @@ class MAMLLearner(Learner):
                             explained_variance=float("nan"),
                             env_steps_trained=rows, num_updates=self.config.num_epochs,
                             learner_time_s=time.perf_counter() - start,
-                            unreported=frozenset({"value_loss", "entropy", "explained_variance"}))
+                            unreported=MAML_UNREPORTED)
 
 
 def adaptation_returns(weights: Mapping[str, npt.NDArray[np.generic]], env: TaskEnv, tasks: Sequence[Any],
@@ -268,5 +272,6 @@ def adaptation_returns(weights: Mapping[str, npt.NDArray[np.generic]], env: Task
     return np.asarray(before), np.asarray(after)
 
 
-__all__ = ["MAMLConfig", "MAMLLearner", "MAMLWorker", "Params", "TaskBatch", "adaptation_returns",
+__all__ = ["MAML_UNREPORTED", "MAMLConfig", "MAMLLearner", "MAMLWorker", "Params", "TaskBatch",
+           "adaptation_returns",
            "adapted_names", "inner_step", "linear_baseline_advantages", "log_probs", "rollout", "with_params"]

@@ -139,6 +139,10 @@ def temperature_loss(log_alpha: torch.Tensor, logp: torch.Tensor, target_entropy
     return -(log_alpha.exp() * (logp + target_entropy)).mean()
 
 
+#: the `TrainMetrics` fields a SAC step does not compute (no KL, no clipping)
+SAC_UNREPORTED = frozenset({"approx_kl", "clip_fraction"})
+
+
 @attrs.frozen
 class SACMetrics(TrainMetrics):
     """`TrainMetrics` of SAC steps: `value_loss` the critics' loss, `policy_loss` the actor's,
@@ -229,7 +233,7 @@ class SACLearner:
             grad_norm=0.5 * (critic_norm + actor_norm), explained_variance=explained,
             env_steps_trained=len(batch), num_updates=1, learner_time_s=time.perf_counter() - start,
             alpha=float(self.log_alpha.detach().exp()), q_mean=float(q1.detach().mean()),
-            unreported=frozenset({"approx_kl", "clip_fraction"}))
+            unreported=SAC_UNREPORTED)
         return metrics, (q1.detach() - targets).abs().numpy().astype(np.float32, copy=False)
 
     def get_weights(self) -> Weights:
@@ -351,5 +355,5 @@ class SACRolloutWorker(TransitionWorker):
         return actions
 
 
-__all__ = ["SACLearner", "SACMetrics", "SACRolloutWorker", "SquashedGaussianActor", "TwinQ",
+__all__ = ["SAC_UNREPORTED", "SACLearner", "SACMetrics", "SACRolloutWorker", "SquashedGaussianActor", "TwinQ",
            "soft_targets", "temperature_loss"]

@@ -12,6 +12,7 @@ import logging
 import os
 from collections.abc import Mapping
 from datetime import datetime
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import attrs
 import rxrl
 from rxrl.algos import MODULES, Algorithm, get
 from rxrl.algos.common import RolloutSettings, env_spaces
-from rxrl.algos.configs import paths, to_dict, with_settings
+from rxrl.algos.configs import paths, with_settings
 from rxrl.compile import compile_plan
 from rxrl.training.checkpoint import CHECKPOINT, Checkpoint, check_fits, load_checkpoint
 
@@ -136,22 +137,15 @@ def check_state_settings(spec: Algorithm, resumed: Checkpoint, config: RolloutSe
     """Refuse, in one line naming the setting, a resume whose config changes a setting the
     checkpoint's learner state depends on (`Algorithm.state_settings`: e.g. the policy's
     activation, which loads into tensors of the same shapes and silently breaks the policy)."""
-    was, now = to_dict(resumed.config), to_dict(config)
     for path in paths(spec.config):
         if not spec.depends_on(path):
             continue
-        before, after = _at(was, path), _at(now, path)
+        before, after = attrgetter(path)(resumed.config), attrgetter(path)(config)
         if before != after:
             raise ValueError(
                 f"--resume {resume}: {path} is {before!r} in the checkpoint, {after!r} here; the "
                 "learner state was trained with it, so a resume cannot change it (drop that "
                 "setting, or start a new run)")
-
-
-def _at(doc: Mapping[str, Any], path: str) -> Any:
-    for key in path.split("."):
-        doc = doc.get(key) if isinstance(doc, Mapping) else None  # type: ignore[assignment]
-    return doc
 
 
 def run_dir(out: str | Path | None, setup: Setup, resume: str | Path | None = None) -> Path:

@@ -100,6 +100,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     INTERRUPTS.install()
     INTERRUPTS.requested = None
     ray_before = ray_initialized()
+    code = 1
+    try:
+        code = run_command(args, commands)
+        return code
+    finally:
+        if not ray_before:
+            with INTERRUPTS.ignored():  # a signal now would leave Ray's agents orphaned
+                shutdown_ray()
+        if argv is None:  # the process's own command: it exits next, with ``code``
+            INTERRUPTS.exiting(code)
+        else:
+            INTERRUPTS.uninstall()
+
+
+def run_command(args: argparse.Namespace, commands: dict[str, Command]) -> int:
+    """Run the parsed command; its exit status (a signal's ``128 + signum``, 1 on an error,
+    which is printed as one line, never a traceback, unless ``RXRL_DEBUG`` is set)."""
     try:
         return commands[args.command](args)
     except KeyboardInterrupt:
@@ -114,11 +131,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(e).split()) or type(e).__name__
         print(f"rxrl {args.command}: error: {message}", file=sys.stderr)
         return 1
-    finally:
-        if not ray_before:
-            with INTERRUPTS.ignored():  # a signal now would leave Ray's agents orphaned
-                shutdown_ray()
-        INTERRUPTS.uninstall()
 
 
 def ray_initialized() -> bool:

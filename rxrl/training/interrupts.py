@@ -10,6 +10,7 @@ starting, evaluation), unwinds at once: SIGINT as ``KeyboardInterrupt``, SIGTERM
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -70,6 +71,21 @@ class Interrupts:
         """Put back the handlers `install` replaced."""
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
+        self._previous.clear()
+
+    def exiting(self, code: int) -> None:
+        """The process exits next with ``code``: from now on SIGINT and SIGTERM end it at once
+        with that status (stdout and stderr flushed) rather than by the signal's default
+        action, which reported the command as killed while it was only finalising."""
+        def exit_now(signum: int, frame: FrameType | None) -> None:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(code)
+
+        with contextlib.suppress(ValueError):
+            for sig in SIGNALS:
+                signal.signal(sig, exit_now)
         self._previous.clear()
 
     @contextlib.contextmanager

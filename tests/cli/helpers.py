@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -60,6 +61,37 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str,
         if time.monotonic() > deadline:
             raise AssertionError(f"no {what} within {timeout} s")
         time.sleep(0.05)
+
+
+class StderrLines:
+    """A process's stderr, read line by line in a thread as it is written: polling
+    ``readline()`` reads one backlogged line per poll and so sees a line seconds late."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        self.lines: list[str] = []
+        self._stream = proc.stderr
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self._stream:
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float) -> None:
+        """Return as soon as a line holding ``text`` has been written; fail after ``timeout`` s."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: any(text in line for line in self.lines), timeout):
+                raise AssertionError(f"no line {text!r} within {timeout} s: {''.join(self.lines)}")
+
+    def text(self, timeout: float = 30) -> str:
+        """All of stderr, once the process closed it."""
+        self._thread.join(timeout)
+        with self._changed:
+            return "".join(self.lines)
 
 
 def metrics_rows(run: Path) -> list[dict[str, str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from rxrl.training.checkpoint import load_checkpoint
 from rxrl.training.interrupts import Interrupts, Terminated
 from tests.cli.helpers import (
     QUICK,
+    StderrLines,
     cmdline,
     marked,
     metrics_rows,
@@ -117,23 +119,36 @@ def test_two_sigterms_in_a_row_leave_no_ray_process(tmp_path: Path) -> None:
     out = tmp_path / "run"
     mark = marked()
     proc = start(["train", "ppo", "--out", out, *ENDLESS, *QUICK], env=mark)
+    stderr = StderrLines(proc)
     try:
         wait_for(lambda: len(metrics_rows(out)) >= 2, 180, "two metrics rows", proc)
         proc.send_signal(signal.SIGTERM)
-        stream = proc.stderr
-        assert stream is not None
-        wait_for(lambda: "stopping after the next checkpoint" in stream.readline(), 30,
-                 "the first signal's notice", proc)
+        stderr.wait_for("stopping after the next checkpoint", 30)
         time.sleep(0.2)  # the second signal's moment is the case under test, not a race
         proc.send_signal(signal.SIGTERM)
-        code, stderr = finish(proc)
+        code = proc.wait(120)
     finally:
         proc.kill()
         proc.wait()
-    assert code == 143, stderr
+    assert code == 143, stderr.text()
     wait_for(lambda: not processes_marked(mark["RXRL_TEST_MARK"]), 10,
              "end of every process the run started (none orphaned)")
     assert load_checkpoint(out).counters.iteration >= 2
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_once_the_command_ended_exits_with_the_commands_status(sig: signal.Signals) -> None:
+    """CI saw a second SIGTERM land after ``rxrl`` had shut Ray down and put the default
+    handlers back: the process, only finalising, was reported killed (-15). Once the command
+    has ended, a signal exits at once with the command's own status."""
+    script = ("import os, signal, time\n"
+              "from rxrl.training.interrupts import INTERRUPTS\n"
+              "INTERRUPTS.install()\n"
+              "INTERRUPTS.exiting(7)\n"
+              f"os.kill(os.getpid(), {int(sig)})\n"
+              "time.sleep(60)\n")
+    done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True, text=True)
+    assert done.returncode == 7, done.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

@@ -75,6 +75,11 @@ class Algorithm:
     #: actor-critic: ``greedy(config, learner_state) -> act(obs_batch, deterministic=True)``
     #: returning ``(actions, _, _)``; None: the config's actor-critic
     greedy: Callable[[Any, Mapping[str, Any]], Callable[..., Any]] | None = None
+    #: ``rxrl export``'s greedy policy of a checkpoint, for the same learners as ``greedy``:
+    #: ``greedy_module(config, learner_state)`` returns the
+    #: `rxrl.rl.models.greedy.GreedyPolicy` (raw observations to env actions, one torch
+    #: module); None: the config's actor-critic
+    greedy_module: Callable[[Any, Mapping[str, Any]], Any] | None = None
     #: ``rxrl eval`` of a multi-agent checkpoint: ``evaluate(config, learner_state, episodes,
     #: seed)`` returns the greedy episodes' returns, per env episode and per agent; None: a
     #: single-agent env (``greedy``, or the config's actor-critic)

@@ -1,4 +1,4 @@
-"""``rxrl show | eval | plot | replay``: look at an algorithm, a checkpoint, runs, a trace."""
+"""``rxrl show | eval | export | plot | replay``: look at an algorithm, a checkpoint, runs, a trace."""
 
 from __future__ import annotations
 
@@ -100,6 +100,27 @@ def episode_returns(env_id: str, env_kwargs: dict[str, Any], act: Any, episodes:
     """Returns of ``episodes`` episodes of ``act(obs_batch, deterministic=True)`` on one env,
     seeded ``seed`` at its first reset (`rxrl.training.evaluation.greedy_episodes`)."""
     return greedy_episodes(env_id, env_kwargs, act, episodes, seed)[0]
+
+
+# ---------------------------------------------------------------------------------- export
+
+
+def add_export_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``rxrl export``."""
+    p.add_argument("checkpoint", help="a checkpoint.pt file or a run directory")
+    p.add_argument("--format", default="torchscript",
+                   help="torchscript (default) | pt2 (torch.export) | onnx (the onnx extra)")
+    p.add_argument("--out", required=True, help="the file to write")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+
+
+def export(args: argparse.Namespace) -> int:
+    """Write the checkpoint's greedy policy (normalization and action clipping inside) as a
+    TorchScript, torch.export or ONNX file (`rxrl.training.export`)."""
+    from rxrl.training.export import export_policy
+
+    print(export_policy(args.checkpoint, args.out, args.format, overwrite=args.force).describe())
+    return 0
 
 
 # ------------------------------------------------------------------------------------ plot
@@ -263,6 +284,7 @@ def replay(args: argparse.Namespace) -> int:
 
 
 __all__ = [
-    "add_eval_arguments", "add_plot_arguments", "add_replay_arguments", "add_show_arguments",
-    "PLOT_NAME", "episode_returns", "evaluate", "plot", "plot_path", "read_curve", "replay", "show",
+    "add_eval_arguments", "add_export_arguments", "add_plot_arguments", "add_replay_arguments",
+    "add_show_arguments",
+    "PLOT_NAME", "episode_returns", "evaluate", "export", "plot", "plot_path", "read_curve", "replay", "show",
 ]

@@ -130,6 +130,13 @@ def greedy_policy(algo: Algorithm, config: RolloutSettings,
             raise PolicyMismatch(str(e)) from e
     if algo.evaluate is not None:
         raise ValueError(f"{algo.name} has no single greedy policy (its policies are per agent)")
+    act: Callable[..., Any] = load_actor_critic(algo, config, learner_state).act
+    return act
+
+
+def load_actor_critic(algo: Algorithm, config: RolloutSettings, learner_state: Mapping[str, Any]) -> Any:
+    """The config's actor-critic (`rxrl.rl.models.policy.ActorCritic`) with a learner state's
+    policy loaded; `PolicyMismatch` when it does not fit."""
     from rxrl.algos.common import env_spaces
     from rxrl.rl.models.policy import make_policy  # torch: only for this
 
@@ -140,8 +147,21 @@ def greedy_policy(algo: Algorithm, config: RolloutSettings,
     except (RuntimeError, KeyError, TypeError) as e:
         raise PolicyMismatch(f"the policy does not fit its config "
                              f"({' '.join(str(e).split())[:200]})") from e
-    act: Callable[..., Any] = policy.act
-    return act
+    return policy
+
+
+def env_actions(space: Any, actions: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A policy's batch of actions as the env takes them: a Box's clipped to its bounds, a
+    Discrete's shifted by its ``start`` (what ``rxrl eval`` steps the env with, and what an
+    exported policy outputs)."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Box):
+        clipped: np.ndarray[Any, Any] = np.clip(actions, space.low, space.high)
+        return clipped
+    if isinstance(space, gym.spaces.Discrete):
+        return np.asarray(actions, dtype=np.int64) + int(space.start)
+    return np.asarray(actions)
 
 
 def greedy_episodes(env_id: str, env_kwargs: Mapping[str, Any], act: Callable[..., Any],
@@ -160,11 +180,9 @@ def greedy_episodes(env_id: str, env_kwargs: Mapping[str, Any], act: Callable[..
             total, steps, done = 0.0, 0, False
             while not done:
                 actions, _, _ = act(np.asarray(obs)[None], deterministic=True)
-                action = actions[0]
-                if isinstance(space, gym.spaces.Box):
-                    action = np.clip(action, space.low, space.high)
-                elif isinstance(space, gym.spaces.Discrete):
-                    action = int(action) + int(space.start)
+                action = env_actions(space, actions)[0]
+                if isinstance(space, gym.spaces.Discrete):
+                    action = int(action)
                 obs, reward, terminated, truncated, _ = env.step(action)
                 total += float(reward)
                 steps += 1
@@ -330,6 +348,6 @@ def with_evaluation(snapshots: rxrl.Plan[Snapshot], learner: rxrl.ActorGroup[Any
 __all__ = [
     "COLUMNS", "EVAL_SEED_OFFSET", "SUPPORTED", "EvalInbox", "EvalRequest", "EvalResult",
     "Evaluation", "Evaluator", "PolicyMismatch", "attach_policy", "check_supported", "empty_row",
-    "evaluation_settings", "evaluators", "greedy_episodes", "greedy_policy", "run_request",
-    "with_evaluation",
+    "env_actions", "evaluation_settings", "evaluators", "greedy_episodes", "greedy_policy",
+    "load_actor_critic", "run_request", "with_evaluation",
 ]

@@ -18,6 +18,7 @@ from rxrl.algos.qlearning.common import (
     check,
     env_spaces_of,
     greedy,
+    greedy_module,
     make_q_groups,
     snapshot,
 )
@@ -123,4 +124,5 @@ __all__ = ["SPEC", "LEARNER", "TUNED", "ApeX", "groups", "plan"]
 SPEC = Algorithm("apex", ApeX, plan, cast(Any, groups), 200_000, TUNED,
                  "Ape-X DQN: asynchronous epsilon-greedy workers, prioritized replay shards, "
                  "a pipelined learner", check_env=check("apex"), snapshot=snapshot(4), greedy=greedy,
+                 greedy_module=greedy_module,
                  state_settings=(*Q_STATE, "num_shards"))

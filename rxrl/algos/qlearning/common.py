@@ -44,6 +44,8 @@ from rxrl.rl import (
     make_q_network,
 )
 from rxrl.rl.data.transitions import IntArray
+from rxrl.rl.models.greedy import GreedyPolicy, q_network_greedy
+from rxrl.rl.models.qnet import QNetwork
 from rxrl.rl.workers.qworker import TransitionWorker
 
 if TYPE_CHECKING:  # rxrl.training.checkpoint imports the algorithms: the type only, to avoid a cycle
@@ -405,14 +407,20 @@ def snapshot(in_flight: int) -> Callable[[QGroups[Any, Any]], Op[Any, Any]]:
 # ------------------------------------------------------------------------------------ eval
 
 
-def greedy(config: QSettings, state: Mapping[str, Any]) -> Callable[..., Any]:
-    """``rxrl eval``'s policy of a checkpoint: the argmax of its Q-network."""
+def load_q_network(config: QSettings, state: Mapping[str, Any]) -> QNetwork:
+    """The Q-network of a checkpoint's learner state; ValueError (one line) if it does not fit."""
     spaces = env_spaces_of(config, "eval")
     q_net = make_q_network(spaces.observation, spaces.action, config.learner.q_net, config.seed)
     try:
         q_net.load_state_dict(state["policy"])
     except (RuntimeError, KeyError, TypeError) as e:
         raise ValueError(f"the Q-network does not fit its config ({' '.join(str(e).split())[:200]})") from e
+    return q_net
+
+
+def greedy(config: QSettings, state: Mapping[str, Any]) -> Callable[..., Any]:
+    """``rxrl eval``'s policy of a checkpoint: the argmax of its Q-network."""
+    q_net = load_q_network(config, state)
 
     def act(obs: npt.NDArray[Any], deterministic: bool = True) -> tuple[IntArray, None, None]:
         """The greedy actions of a batch of observations."""
@@ -421,12 +429,19 @@ def greedy(config: QSettings, state: Mapping[str, Any]) -> Callable[..., Any]:
     return act
 
 
+def greedy_module(config: QSettings, state: Mapping[str, Any]) -> GreedyPolicy:
+    """``rxrl export``'s policy of a checkpoint: its Q-network's argmax, as one torch module."""
+    spaces = env_spaces_of(config, "export")
+    return q_network_greedy(load_q_network(config, state), spaces.observation, spaces.action)
+
+
 __all__ = [
     "Q_STATE",
     "refuse_unused",
     "DQNGroups", "EnvSteps", "Fixed", "Pickled", "QGroups", "QSettings",
     "QWorkerFactory", "ReplayLearnerFactory", "ReplaySettings", "ShardFactory", "Stateful", "check",
     "check_replay", "resumed",
-    "env_spaces_of", "greedy", "learner_state_if_due", "make_q_groups", "num_shards",
+    "env_spaces_of", "greedy", "greedy_module", "learner_state_if_due", "load_q_network", "make_q_groups",
+    "num_shards",
     "shard_state_if_due", "snapshot",
 ]

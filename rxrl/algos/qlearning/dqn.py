@@ -17,6 +17,7 @@ from rxrl.algos.qlearning.common import (
     check,
     env_spaces_of,
     greedy,
+    greedy_module,
     make_q_groups,
     snapshot,
 )
@@ -97,5 +98,6 @@ __all__ = ["SPEC", "DQN", "LEARNER", "TUNED", "groups", "plan"]
 SPEC = Algorithm("dqn", DQN, plan, cast(Any, groups), 100_000, TUNED,
                  "deep Q-learning (double, n-step) from a replay actor at a fixed training intensity",
                  check_env=check("dqn"), snapshot=snapshot(1), greedy=greedy,
+                 greedy_module=greedy_module,
                  budget_settings=("exploration_steps",),
                  state_settings=Q_STATE)

@@ -43,6 +43,7 @@ from rxrl.algos.qlearning.steps import QProgress, sample_batches, set_q_weights,
 from rxrl.algos.spec import Algorithm
 from rxrl.rl import EnvSpaces, Metrics, SACConfig
 from rxrl.rl.learners.sac import SACLearner, SACRolloutWorker, SquashedGaussianActor
+from rxrl.rl.models.greedy import GreedyPolicy, squashed_actor_greedy
 
 #: the `RolloutSettings` fields SAC does not read, and where the setting lives
 _NOT_HERE = {"gamma": "learner.gamma", "lam": "nothing (no GAE in SAC)",
@@ -182,19 +183,31 @@ def plan(config: SAC, actors: SACGroups | None = None) -> rxrl.Plan[Metrics]:
 # ------------------------------------------------------------------------------------ eval
 
 
-def greedy(config: SAC, state: Mapping[str, Any]) -> Callable[..., Any]:
-    """``rxrl eval``'s policy of a checkpoint: the actor's squashed mean action."""
+def load_actor(config: SAC, state: Mapping[str, Any]) -> SquashedGaussianActor:
+    """The actor of a checkpoint's learner state; ValueError (one line) if it does not fit."""
     actor = SquashedGaussianActor(env_spaces_of(config), config.learner, config.seed)
     try:
         actor.load_state_dict(state["policy"])
     except (RuntimeError, KeyError, TypeError) as e:
         raise ValueError(f"the actor does not fit its config ({' '.join(str(e).split())[:200]})") from e
+    return actor
+
+
+def greedy(config: SAC, state: Mapping[str, Any]) -> Callable[..., Any]:
+    """``rxrl eval``'s policy of a checkpoint: the actor's squashed mean action."""
+    actor = load_actor(config, state)
 
     def act(obs: npt.NDArray[Any], deterministic: bool = True) -> tuple[npt.NDArray[np.float32], None, None]:
         """The deterministic actions of a batch of observations."""
         return actor.act(obs, deterministic=True)
 
     return act
+
+
+def greedy_module(config: SAC, state: Mapping[str, Any]) -> GreedyPolicy:
+    """``rxrl export``'s policy of a checkpoint: the actor's squashed mean, as one torch module."""
+    spaces = env_spaces_of(config)
+    return squashed_actor_greedy(load_actor(config, state), spaces.observation, spaces.action)
 
 
 #: what a SAC checkpoint's learner and replay state depend on (`Algorithm.state_settings`)
@@ -209,10 +222,11 @@ TUNED: Mapping[str, Mapping[str, Any]] = {
 }
 
 __all__ = ["SPEC", "SAC", "SAC_STATE", "SACGroups", "SACWorkerFactory", "TUNED", "check",
-           "env_spaces_of", "greedy", "groups", "plan"]
+           "env_spaces_of", "greedy", "greedy_module", "groups", "load_actor", "plan"]
 
 #: what the registry reads (`rxrl.algos.ALGORITHMS`)
 SPEC = Algorithm("sac", SAC, plan, cast(Any, groups), 100_000, TUNED,
                  "soft actor-critic (twin Q, automatic entropy tuning) from a replay actor at a "
                  "fixed update-to-data ratio", check_env=check, snapshot=snapshot(1), greedy=greedy,
+                 greedy_module=greedy_module,
                  state_settings=SAC_STATE)

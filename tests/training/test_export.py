@@ -33,6 +33,7 @@ CASES: list[tuple[str, str, str, dict[str, Any], int]] = [
      {**QUICK_PPO, "policy.normalize_obs": True, "policy.init_log_std": -0.5}, 1024),
     ("ppo-onehot", "ppo", "FrozenLake-v1", QUICK_PPO, 512),
     ("a2c", "a2c", "CartPole-v1", {"num_workers": 1}, 1024),
+    ("impala", "impala", "CartPole-v1", {"num_workers": 1}, 1024),
     ("dqn", "dqn", "CartPole-v1", QUICK_Q, 600),
     ("sac", "sac", "Pendulum-v1", QUICK_Q, 400),
 ]

@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 import attrs
 
-EventKind = Literal["pull", "emit", "end", "not_ready", "choice", "call"]
+EventKind = Literal["pull", "emit", "end", "not_ready", "choice", "call", "sent", "done", "wait",
+                    "waited"]
 
 
 @attrs.frozen
@@ -19,7 +20,12 @@ class Event:
     - ``emit``: it produced ``item``; ``end``: it is exhausted; ``not_ready``: it has nothing
       to give now (see docs/semantics.md, "Readiness");
     - ``choice``: choice point ``node`` picked input ``item`` among ``detail`` (the ready inputs);
-    - ``call``: it called ``detail`` on actor ``shard`` with ``item``.
+    - ``call``: it called ``detail`` on actor ``shard`` with ``item``;
+    - ``sent`` / ``done`` (concurrent backends): a request of operator ``node`` (a call, a
+      broadcast's effect, a collector's next shard item) went to actor ``detail``, and the
+      driver saw it complete; ``item`` identifies the request in both;
+    - ``wait`` / ``waited`` (concurrent backends): the driver blocked waiting for actor
+      results (``detail`` says for what), and went on.
 
     ``node`` is the operator's occurrence number in the plan (as printed by ``str(plan)``
     with ``ids=True``) and ``op`` its label, e.g. ``window(4)``.
@@ -44,6 +50,10 @@ class Event:
             return f"{where} choose input {self.item} of ready {self.detail}"
         if self.kind == "call":
             return f"{where} call {self.detail}({self.item!r})"
+        if self.kind in ("sent", "done"):
+            return f"{where} request {self.item} {self.kind} ({self.detail})"
+        if self.kind in ("wait", "waited"):
+            return f"driver {self.kind}: {self.detail}"
         return f"{where} emit {self.item!r}"
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rxrl import graph as g
 from rxrl.compile import Step, compile_plan
 from rxrl.plan import Plan, Shards
 
+#: what ``render(..., annotate=)`` appends to an operator's line, from its occurrence number
+Annotate = Callable[[int], str]
 
-def _fmt(node: g.Node, nid: int, ids: bool, sites: bool) -> str:
+
+def _fmt(node: g.Node, nid: int, ids: bool, sites: bool, annotate: Annotate | None = None) -> str:
     text = node.label
     if node.shards is not None:
         text += f"  [×{node.shards} shards]"
@@ -17,31 +21,36 @@ def _fmt(node: g.Node, nid: int, ids: bool, sites: bool) -> str:
         text = f"#{nid} {text}"
     if sites:
         text += f"  @ {node.site}"
+    if annotate is not None:
+        text += f"  {annotate(nid)}"
     return text
 
 
-def _lines(step: Step, shown: set[int], show_ids: bool, sites: bool) -> list[str]:
+def _lines(step: Step, shown: set[int], show_ids: bool, sites: bool,
+           annotate: Annotate | None) -> list[str]:
     chain: list[Step] = []
     while isinstance(step.node, g.Unary) and not isinstance(step.node, g.Split):
         chain.append(step)
         (step,) = step.inputs
-    lines = [_fmt(step.node, step.id, show_ids, sites)]
+    lines = [_fmt(step.node, step.id, show_ids, sites, annotate)]
     for k, child in enumerate(step.inputs):
         last = k == len(step.inputs) - 1
         if child.id in shown:  # a split's other branches: drawn once, where first reached
             sub = [f"{_fmt(child.node, child.id, show_ids, False)}  (shared: see above)"]
         else:
             shown.add(child.id)
-            sub = _lines(child, shown, show_ids, sites)
+            sub = _lines(child, shown, show_ids, sites, annotate)
         lines.append(("└─ " if last else "├─ ") + sub[0])
         lines.extend(("   " if last else "│  ") + line for line in sub[1:])
-    lines.extend("| " + _fmt(op.node, op.id, show_ids, sites) for op in reversed(chain))
+    lines.extend("| " + _fmt(op.node, op.id, show_ids, sites, annotate) for op in reversed(chain))
     return lines
 
 
-def render(node: g.Node, *, ids: bool = False, sites: bool = False) -> str:
+def render(node: g.Node, *, ids: bool = False, sites: bool = False,
+           annotate: Annotate | None = None) -> str:
     """The plan as text, sources first, one operator per line; ``ids`` shows occurrence numbers
-    (the ``node`` of events and choice points), ``sites`` where each operator was built.
+    (the ``node`` of events and choice points), ``sites`` where each operator was built, and
+    ``annotate(nid)`` text appended to each line (``rxrl.timings.annotate``: its timings).
 
     >>> import rxrl
     >>> from rxrl import ops
@@ -54,7 +63,7 @@ def render(node: g.Node, *, ids: bool = False, sites: bool = False) -> str:
     └─ #5 from_iterable('xy')
     | #0 take(1)
     """
-    return "\n".join(_lines(compile_plan(node, check=False).root, set(), ids, sites))
+    return "\n".join(_lines(compile_plan(node, check=False).root, set(), ids, sites, annotate))
 
 
 def show(plan: Plan[Any] | Shards[Any], fmt: str = "text", *, ids: bool = False,

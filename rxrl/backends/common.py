@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ClassVar, Literal, TypeVar
 
 import attrs
 
@@ -82,6 +83,24 @@ class Reporter:
         if self.on_event is not None:
             with self._lock:
                 self.on_event(event)
+
+    def request(self, kind: Literal["sent", "done"], nid: int, node: g.Node | None, request: object,
+                where: str) -> None:
+        """A request to actor ``where`` of operator ``nid`` was sent, or seen done."""
+        if self.on_event is not None:
+            self.event(Event(kind, nid, node.label if node is not None else "", None, id(request), where))
+
+    @contextlib.contextmanager
+    def waiting(self, what: str) -> Iterator[None]:
+        """Within the block the driver waits for actor results (``wait`` / ``waited`` events)."""
+        if self.on_event is None:
+            yield
+            return
+        self.event(Event("wait", -1, "", None, None, what))
+        try:
+            yield
+        finally:
+            self.event(Event("waited", -1, "", None, None, what))
 
 
 class Blocked:

@@ -32,8 +32,11 @@ from rxrl.training.evaluation import PolicyMismatch, greedy_episodes, greedy_pol
 
 def add_show_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rxrl show``."""
-    p.add_argument("algo", help="algorithm: ppo | a2c | a3c | impala | appo | dqn | apex | ma-ppo | "
-                                 "two-trainer | maml")
+    p.add_argument("algo", help="an algorithm (ppo | a2c | a3c | impala | appo | dqn | apex | sac | "
+                                 "ma-ppo | two-trainer | maml), or a run directory with --stats")
+    p.add_argument("--stats", action="store_true",
+                   help="ALGO is a run trained with --profile: its plan with each operator's "
+                        "timings, and its actors' utilization")
     p.add_argument("--format", default="text", help="text (default) | dot | mermaid")
     p.add_argument("--env", help="gymnasium env id (default CartPole-v1)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
@@ -41,7 +44,12 @@ def add_show_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def show(args: argparse.Namespace) -> int:
-    """Print the algorithm's plan as a graph."""
+    """Print the algorithm's plan as a graph (with ``--stats``: a profiled run's, timed)."""
+    if args.stats:
+        from rxrl.training.profile import format_stats, read_stats
+
+        print(format_stats(read_stats(args.algo)))
+        return 0
     if args.format not in ("text", "dot", "mermaid"):
         raise ValueError(f"unknown format {args.format!r}; choose text, dot or mermaid")
     algo = get(args.algo)

@@ -59,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="evaluator actors (default 1)")
     p.add_argument("--eval-episodes", type=int, default=10, metavar="E",
                    help="greedy episodes per evaluation (default 10)")
+    p.add_argument("--profile", action="store_true",
+                   help="time every operator and actor: stats.json (rxrl show RUN --stats) and "
+                        "profile.json (a Chrome trace: chrome://tracing, ui.perfetto.dev) in the run "
+                        "directory")
     p.add_argument("--logger", dest="loggers", action="append", metavar="NAME",
                    help=f"where records go, repeatable or comma-separated: {' | '.join(LOGGERS)} "
                         f"(default {','.join(DEFAULT_LOGGERS)}; wandb and mlflow need their extras)")
@@ -96,7 +100,8 @@ def trainer(args: argparse.Namespace) -> Trainer:
                    trace=args.trace, loggers=loggers_of(args), callbacks=[Progress()],
                    evaluation_interval=getattr(args, "eval_interval", 0),
                    evaluation_workers=getattr(args, "eval_workers", 1),
-                   evaluation_episodes=getattr(args, "eval_episodes", 10))
+                   evaluation_episodes=getattr(args, "eval_episodes", 10),
+                   profile=getattr(args, "profile", False))
 
 
 def train(args: argparse.Namespace) -> int:

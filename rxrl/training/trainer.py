@@ -33,6 +33,7 @@ from rxrl.algos.common import RolloutSettings, Start
 from rxrl.algos.configs import to_dict
 from rxrl.errors import ActorError
 from rxrl.rl.data.metrics import Metrics
+from rxrl.timings import Timings
 from rxrl.training.callbacks import Callback
 from rxrl.training.checkpoint import (
     CHECKPOINT,
@@ -47,6 +48,7 @@ from rxrl.training.evaluation import EvalResult, Evaluation, check_supported, em
 from rxrl.training.interrupts import INTERRUPTS
 from rxrl.training.loggers import DEFAULT_LOGGERS, Logger, LoggerSpec, RunInfo, check_loggers, make_loggers
 from rxrl.training.machine import check_machine, check_overshoot, explain_actor_error
+from rxrl.training.profile import write_profile
 from rxrl.training.setup import (
     BACKENDS,
     WORKER_RESTARTS,
@@ -103,6 +105,10 @@ class Trainer:
     (`rxrl.training.evaluation`): the rows then carry ``eval/*`` columns (the latest
     evaluation; NaN before the first) and summary.json an ``"evaluation"`` entry.
 
+    ``profile=True`` times every operator and actor of the run (`rxrl.timings.Timings`) and
+    writes ``stats.json`` and ``profile.json`` (a Chrome trace) into the run directory when it
+    closes (`rxrl.training.profile`); off, the run reports no events at all.
+
     Everything is checked when the trainer is made (ValueError, one line); nothing starts
     and nothing is written until the first `step`.
     """
@@ -116,7 +122,7 @@ class Trainer:
                  loggers: Sequence[LoggerSpec] = DEFAULT_LOGGERS, callbacks: Sequence[Callback] = (),
                  handle_signals: bool = True, stream: IO[str] | None = None,
                  evaluation_interval: int | None = None, evaluation_workers: int = 1,
-                 evaluation_episodes: int = 10) -> None:
+                 evaluation_episodes: int = 10, profile: bool = False) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {list(BACKENDS)}")
         if checkpoint_every < 1:
@@ -146,6 +152,8 @@ class Trainer:
         self.backend, self.address, self.target = backend, address, target_return
         self.checkpoint_every, self.worker_restarts = checkpoint_every, worker_restarts
         self.callbacks = list(callbacks)
+        #: the run's timings (``profile=True``: stats.json and profile.json when it closes)
+        self.timings: Timings | None = Timings() if profile else None
         self.handle_signals = handle_signals
         self.stream = stream if stream is not None else sys.stderr
         self.label = f"{self.algo.name} {self.config.env} [{backend}]"
@@ -193,7 +201,7 @@ class Trainer:
         from rxrl.backends.ray.connect import RayConnectError
 
         try:
-            self._run = rxrl.run(self.plan, self.backend, **options)
+            self._run = rxrl.run(self.plan, self.backend, on_event=self.timings, **options)
         except RayConnectError as e:
             self.status = "failed"
             raise ValueError(f"--address {self.address}: {e}") from None
@@ -366,6 +374,8 @@ class Trainer:
             closing.close()
             if self.last is not None:
                 self._summary()
+                if self.timings is not None and self.plan is not None:
+                    write_profile(self.run_dir, self.timings, self.plan, self.backend, self.base.iteration)
             if self.trace_file is not None and run is not None and self.records:
                 resumed = self.setup.resumed
                 save_trace(self.trace_file, self.algo.name, self.config, run.trace, self.records,

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the plan core: the typed front, the IR, the backends (imports no rl, no torch); above the
     # RL layer, so that rl imports nothing of the core but its leaves and runs anywhere, unplanned
     ("core", ("rxrl.events", "rxrl.schedule", "rxrl.graph", "rxrl.plan", "rxrl.ops", "rxrl.actors",
-              "rxrl.sources", "rxrl.compile", "rxrl.show", "rxrl.run", "rxrl.interop",
+              "rxrl.sources", "rxrl.compile", "rxrl.show", "rxrl.run", "rxrl.interop", "rxrl.timings",
               "rxrl.backends")),
     ("package", ("rxrl",)),  # rxrl/__init__: the core's façade
     ("algos", ("rxrl.algos",)),

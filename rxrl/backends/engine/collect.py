@@ -29,7 +29,7 @@ class _Collector(Stream):
         #: per shard: the effect count at which it answered NOT_READY (None: not parked)
         self._parked_at: list[int | None] = [None] * len(shards)
         for i, shard in enumerate(shards):
-            shard.reader = node
+            shard.reader, shard.reader_id = node, nid
             rt.blocked.watch(nid, i, functools.partial(self._why, i))
 
     def _why(self, i: int) -> str | None:

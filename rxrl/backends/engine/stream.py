@@ -82,8 +82,9 @@ class Shard(abc.ABC):
     where: str
     group: ActorGroup[Any] | None
     index: int
-    #: the collector that reads it (errors and timeouts name it)
+    #: the collector that reads it (errors and timeouts name it), and its occurrence number
     reader: g.Node | None = None
+    reader_id: int = -1
 
     @abc.abstractmethod
     def request(self, want: bool) -> Request:

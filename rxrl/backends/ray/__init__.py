@@ -39,6 +39,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from rxrl.backends.engine.lowering import observing
 from rxrl.backends.engine.stream import Stream, outputs
 from rxrl.backends.ray.connect import connect as join
 from rxrl.backends.ray.host import RemoteError
@@ -67,7 +68,7 @@ class RayBackend:
         connect(parsed.address, parsed.init_options)
         rt = RayRuntime(recorder, on_event, parsed)
         try:
-            out = lower(plan, TABLE, rt, self.name)
+            out = lower(plan, TABLE if on_event is None else observing(TABLE), rt, self.name)
             assert isinstance(out, Stream), "compile guarantees a driver root"
             out.want()  # the run's outputs are values: known before any request goes out
             rt.start()

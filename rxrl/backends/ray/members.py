@@ -78,11 +78,14 @@ def raise_failure(f: Failure) -> None:
 class RayRequest(Request):
     """A request on Ray (see the module docstring). ``send`` submits it (again after a restart)."""
 
-    __slots__ = ("_done", "effect", "node", "p", "rt", "send", "target")
+    __slots__ = ("_done", "effect", "nid", "node", "p", "rt", "send", "target")
 
     def __init__(self, rt: RayRuntime, target: Target, node: g.Node, send: Callable[[], Pending],
-                 effect: bool = False) -> None:
+                 effect: bool = False, nid: int = -1) -> None:
         self.rt, self.target, self.node, self.send, self.effect = rt, target, node, send, effect
+        self.nid = nid
+        if rt.report.on_event is not None:
+            rt.report.request("sent", nid, node, self, target.where)
         self.p = send()
         self._done = False
         if self.p.local is not None:
@@ -96,6 +99,8 @@ class RayRequest(Request):
             self._done = True
             self.rt.running.pop(id(self), None)
             self.stamp = self.rt.observed()
+            if self.rt.report.on_event is not None:
+                self.rt.report.request("done", self.nid, self.node, self, self.target.where)
 
     def ref(self) -> Any:
         """The object ref to wait on."""
@@ -127,7 +132,11 @@ class RayRequest(Request):
             if self.p.local is not None:
                 return self.p.local[0]
             try:
-                status = ray.get(self.p.status, timeout=self.rt.options.timeout_s)
+                if self.rt.report.on_event is None:
+                    status = ray.get(self.p.status, timeout=self.rt.options.timeout_s)
+                else:
+                    with self.rt.report.waiting(self.target.where):
+                        status = ray.get(self.p.status, timeout=self.rt.options.timeout_s)
             except GetTimeoutError as e:
                 raise self.rt.timeout(self.node, self.target.where) from e
             except RayActorError as e:
@@ -336,7 +345,7 @@ class MemberShard(Shard):
     def request(self, want: bool) -> Request:
         member = self.state.members[self.index]
         return RayRequest(self.rt, member, self.reader or self.node,
-                          lambda: member.pull(self.key, want))
+                          lambda: member.pull(self.key, want), nid=self.reader_id)
 
 
 class PoolTarget(Target):
@@ -365,7 +374,7 @@ class PoolShard(Shard):
 
     def request(self, want: bool) -> Request:
         return RayRequest(self.rt, self.target, self.reader or self.node,
-                          lambda: self.target.pull(want))
+                          lambda: self.target.pull(want), nid=self.reader_id)
 
 
 class LocalShard(Shard, Target):
@@ -396,7 +405,7 @@ class LocalShard(Shard, Target):
         return Pending(None, None, local=(status, x))
 
     def request(self, want: bool) -> Request:
-        return RayRequest(self.rt, self, self.reader or self.node, self._next)
+        return RayRequest(self.rt, self, self.reader or self.node, self._next, nid=self.reader_id)
 
 
 class HostPool:

@@ -273,7 +273,7 @@ class RayRuntime(Runtime):
     def apply(self, nid: int, node: g.Call, index: int, item: Any, want: bool) -> Request:
         member = self.states[node.group.key].members[index]
         encoded = encode(item)
-        return RayRequest(self, member, node, lambda: member.apply(nid, encoded, want))
+        return RayRequest(self, member, node, lambda: member.apply(nid, encoded, want), nid=nid)
 
     def effect(self, nid: int, node: g.Broadcast, index: int, item: Any) -> Request:
         state = self.states[node.group.key]
@@ -285,7 +285,7 @@ class RayRuntime(Runtime):
             state.latest.move_to_end(nid)
         encoded = cached[1]
         member = state.members[index]
-        return RayRequest(self, member, node, lambda: member.effect(nid, encoded), effect=True)
+        return RayRequest(self, member, node, lambda: member.effect(nid, encoded), effect=True, nid=nid)
 
     def observed(self) -> int:
         """A new completion was seen: its stamp."""
@@ -308,8 +308,9 @@ class RayRuntime(Runtime):
         if any(r.done() for r in todo) or len(todo) < len(requests):
             return
         # one ray.wait, which returns at once if one is done already: the first in list order
-        ready, _ = ray.wait([r.ref() for r in todo], num_returns=1,
-                            timeout=self.options.timeout_s)
+        with self.report.waiting(where):
+            ready, _ = ray.wait([r.ref() for r in todo], num_returns=1,
+                                timeout=self.options.timeout_s)
         if not ready:
             raise self.timeout(node, where)
         for r in todo:
@@ -322,8 +323,9 @@ class RayRuntime(Runtime):
     def wait_all(self, requests: Sequence[Request], node: g.Node, where: str) -> None:
         todo = [r for r in requests if isinstance(r, RayRequest) and not r.done()]
         if todo:
-            ready, _ = ray.wait([r.ref() for r in todo], num_returns=len(todo),
-                                timeout=self.options.timeout_s)
+            with self.report.waiting(where):
+                ready, _ = ray.wait([r.ref() for r in todo], num_returns=len(todo),
+                                    timeout=self.options.timeout_s)
             if len(ready) < len(todo):
                 late = ", ".join(r.target.where for r in todo if r.ref() not in set(ready))
                 raise self.timeout(node, late or where)
@@ -340,8 +342,9 @@ class RayRuntime(Runtime):
         running = list(self.running.values())
         if not running:
             return
-        ready, _ = ray.wait([r.ref() for r in running], num_returns=1,
-                            timeout=self.options.timeout_s)
+        with self.report.waiting(what):
+            ready, _ = ray.wait([r.ref() for r in running], num_returns=1,
+                                timeout=self.options.timeout_s)
         if not ready:
             raise RayTimeoutError(f"{what}: no result arrived within timeout_s="
                                   f"{self.options.timeout_s} s")
@@ -354,10 +357,11 @@ class RayRuntime(Runtime):
 
     def get(self, ref: Any, node: g.Node, where: str) -> Any:
         """``ray.get(ref)`` within the deadline."""
-        ready, _ = ray.wait([ref], timeout=self.options.timeout_s)
-        if not ready:
-            raise self.timeout(node, where)
-        return ray.get(ref)
+        with self.report.waiting(where):
+            ready, _ = ray.wait([ref], timeout=self.options.timeout_s)
+            if not ready:
+                raise self.timeout(node, where)
+            return ray.get(ref)
 
     def timeout(self, node: g.Node, where: str) -> RayTimeoutError:
         """The error of a wait that ran past ``timeout_s``."""

@@ -162,7 +162,8 @@ class Shard(EngineShard):
 
     def request(self, want: bool) -> Request:
         """Pull one item on the shard's thread."""
-        return self.runtime.submit(self.executor.submit(self.stream.pull), None)
+        return self.runtime.submit(self.executor.submit(self.stream.pull), None, self.reader_id,
+                                   self.where)
 
 
 def _apply(fn: Any, x: Any, actor: Any) -> Any:
@@ -210,6 +211,9 @@ class Runtime(EngineRuntime):
         timeout = self.options.timeout_s
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            if done():
+                return
+        with self.report.waiting(what), self._cond:
             while not done():
                 if self.closed:
                     raise Closed()
@@ -234,17 +238,24 @@ class Runtime(EngineRuntime):
     def in_flight(self) -> bool:
         return self._running > 0 or any(still() for still in self.open_sources)
 
-    def submit(self, work: Observable[Any], node: g.Node | None) -> RxRequest:
-        """A request for the outcome of ``work`` (an actor thread's ``submit``)."""
+    def submit(self, work: Observable[Any], node: g.Node | None, nid: int = -1,
+               where: str = "") -> RxRequest:
+        """A request for the outcome of ``work`` (an actor thread's ``submit``), for operator
+        ``nid`` (``node``, or the collector of a shard) on ``where`` (for `Timings`)."""
         request = RxRequest(node)
         with self._cond:
             self._running += 1
+        observing = self.report.on_event is not None and nid >= 0  # not an actor's creation
+        if observing:
+            self.report.request("sent", nid, node, request, where)
 
         def complete(value: Any) -> None:
             def land() -> None:
                 self._running -= 1
                 request.land(value, next(self._stamps))
             self.signal(land)
+            if observing:
+                self.report.request("done", nid, node, request, where)
 
         work.subscribe(complete)
         return request
@@ -284,11 +295,13 @@ class Runtime(EngineRuntime):
 
     def apply(self, nid: int, node: g.Call, index: int, item: Any, want: bool) -> Request:
         actor = self.actors(node.group)[index]
-        return self.submit(actor.submit(functools.partial(_apply, node.fn, item)), node)
+        return self.submit(actor.submit(functools.partial(_apply, node.fn, item)), node, nid,
+                           f"{node.group.name}[{index}]")
 
     def effect(self, nid: int, node: g.Broadcast, index: int, item: Any) -> Request:
         actor = self.actors(node.group)[index]
-        return self.submit(actor.submit(functools.partial(_apply, node.fn, item)), node)
+        return self.submit(actor.submit(functools.partial(_apply, node.fn, item)), node, nid,
+                           f"{node.group.name}[{index}]")
 
     # ---------------------------------------------------------------- closing
 

@@ -12,7 +12,15 @@ Each seed is one ``rxrl train ALGO --env ENV --seed S --steps BUDGET --target-re
 default Ray backend unless ``--backend``; 2 workers, the algorithm's default and tuned
 settings), run one after another. The run stops when the mean return of the last 100
 episodes reaches the target; the table gives the env steps and the wall time (from the start
-of the plan, Ray start-up and actor creation included) at which it did. Runs go to a new
+of the plan, Ray start-up and actor creation included) at which it did. ``--seeds 0-9 --runs 2
+--load-after-first`` runs each of ten seeds twice, the second time beside a process spinning on
+a core; the closing table gives per target the success rate and the interquartile mean (IQM)
+with its 95 % stratified bootstrap interval (rliable) of the env steps to the target (a miss
+counts as the whole budget) and of the final return, also written to ``reliability.json``::
+
+    python bench/learning.py appo-cartpole --seeds 0-9 --runs 2 --load-after-first
+
+Runs go to a new
 ``OUT/<date>-<time>/`` per invocation (``--out``, default ``runs/learning``; ``rxrl train``
 refuses an ``--out`` that holds a run); ``rxrl plot`` draws their curves.
 """
@@ -20,12 +28,15 @@ refuses an ``--out`` that holds a run); ``rxrl plot`` draws their curves.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -61,40 +72,98 @@ def command(target: Target, seed: int, backend: str, out: Path) -> list[str]:
             "--backend", backend, "--workers", "2", "--out", str(out)]
 
 
-def measure(name: str, target: Target, backend: str, root: Path, seeds: tuple[int, ...]) -> bool:
-    """Run every seed of ``target``; print one Markdown row per seed; True if all reached it."""
+@attrs.frozen
+class Outcome:
+    """One run: its seed, repetition, whether it ran under load, and how it ended."""
+
+    seed: int
+    run: int
+    loaded: bool
+    reached: bool
+    env_steps: int  # to the target, or the run's total when it missed it
+    wall_s: float
+    final_return: float | None
+
+
+def measure(name: str, target: Target, backend: str, root: Path, seeds: tuple[int, ...],
+            runs: int = 1, load_after_first: bool = False) -> list[Outcome]:
+    """Run every seed of ``target`` ``runs`` times (runs after the first under a competing CPU
+    load when ``load_after_first``); print one Markdown row per run."""
     print(f"\n{name}: {target.algo} {target.env}, mean return >= {target.threshold:g} within "
           f"{target.budget:,} env steps ({backend} backend)")
-    print("| seed | reached | env steps | wall time (s) | final return | process wall time (s) |")
-    print("|---|---|---|---|---|---|")
-    ok = True
-    for seed in seeds:
-        out = root / f"{name}-{backend}-s{seed}"
-        started = time.perf_counter()
-        done = subprocess.run(command(target, seed, backend, out), capture_output=True, text=True,
-                              timeout=3600, stdin=subprocess.DEVNULL)
-        elapsed = time.perf_counter() - started
-        if done.returncode != 0:
-            print(f"| {seed} | error | | | | {elapsed:.0f} |  {done.stderr.strip()[-200:]}")
-            ok = False
-            continue
-        summary = json.loads((out / "summary.json").read_text())
-        reached = summary["reached_target"]
-        ok = ok and reached is not None
-        steps = f"{reached['env_steps']:,}" if reached else f"> {summary['env_steps_sampled']:,}"
-        wall = f"{reached['time_s']:.1f}" if reached else f"({summary['time_s']:.1f})"
-        final = summary["episode_return_mean"]
-        print(f"| {seed} | {'yes' if reached else 'no'} | {steps} | {wall} | "
-              f"{'n/a' if final is None else f'{final:.1f}'} | {elapsed:.0f} |", flush=True)
-    return ok
+    print("| seed | run | reached | env steps | wall time (s) | final return | process wall time (s) |")
+    print("|---|---|---|---|---|---|---|")
+    outcomes = []
+    for run in range(runs):
+        loaded = load_after_first and run > 0
+        for seed in seeds:
+            out = root / f"{name}-{backend}-s{seed}-r{run}"
+            started = time.perf_counter()
+            with competing_load(loaded):
+                done = subprocess.run(command(target, seed, backend, out), capture_output=True, text=True,
+                                      timeout=3600, stdin=subprocess.DEVNULL)
+            elapsed = time.perf_counter() - started
+            tag = f"{run}{' (loaded)' if loaded else ''}"
+            if done.returncode != 0:
+                print(f"| {seed} | {tag} | error | | | | {elapsed:.0f} |  {done.stderr.strip()[-200:]}")
+                outcomes.append(Outcome(seed, run, loaded, False, target.budget, elapsed, None))
+                continue
+            summary = json.loads((out / "summary.json").read_text())
+            reached = summary["reached_target"]
+            steps = reached["env_steps"] if reached else summary["env_steps_sampled"]
+            wall = reached["time_s"] if reached else summary["time_s"]
+            final = summary["episode_return_mean"]
+            outcomes.append(Outcome(seed, run, loaded, reached is not None, steps, wall, final))
+            print(f"| {seed} | {tag} | {'yes' if reached else 'no'} | {'' if reached else '> '}{steps:,} | "
+                  f"{wall:.1f} | {'n/a' if final is None else f'{final:.1f}'} | {elapsed:.0f} |", flush=True)
+    return outcomes
+
+
+@contextlib.contextmanager
+def competing_load(on: bool) -> Iterator[None]:
+    """Within the block (when ``on``), one process spins on a core: another job on the machine."""
+    if not on:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def reliability(target: Target, outcomes: list[Outcome], reps: int = 5000) -> dict[str, Any]:
+    """Success rate, and the interquartile mean (IQM) with its 95 % stratified bootstrap
+    interval (rliable) of the env steps to the target — a run that missed it counts as the
+    whole budget, so a miss only makes the figure worse — and of the final return."""
+    import numpy as np
+    import ppo_settings as s
+
+    rly: Any = s.optional("rliable.library")
+    metrics: Any = s.optional("rliable.metrics")
+
+    def iqm(values: list[float]) -> tuple[float, float, float]:
+        scores = {"x": np.asarray(values, dtype=np.float64)[:, None]}
+        point, interval = rly.get_interval_estimates(
+            scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps)
+        return float(point["x"][0]), float(interval["x"][0][0]), float(interval["x"][1][0])
+
+    steps = [float(o.env_steps if o.reached else target.budget) for o in outcomes]
+    finals = [o.final_return if o.final_return is not None else float("nan") for o in outcomes]
+    return {"runs": len(outcomes), "reached": sum(o.reached for o in outcomes),
+            "steps_iqm": iqm(steps), "final_return_iqm": iqm([f for f in finals if f == f] or [0.0])}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Measure the named targets; exit status 0 when every seed reached its target."""
+    """Measure the named targets; exit status 0 when every run reached its target."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", choices=[*TARGETS, "all"])
     p.add_argument("--backend", default="ray", help="ray (default) | rx | reference")
-    p.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
+    p.add_argument("--seeds", help="seeds: 0,1,2 or a range 0-9 (default 0,1,2)")
+    p.add_argument("--runs", type=int, default=1, help="runs of each seed (default 1)")
+    p.add_argument("--load-after-first", action="store_true",
+                   help="runs after the first share the machine with a process spinning on a core")
     p.add_argument("--out", default="runs/learning",
                    help="the run directories go to a new OUT/<date>-<time>/ per invocation")
     args = p.parse_args(argv)
@@ -102,12 +171,32 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")  # the same command twice: two sets of runs
     while root.exists():  # (two invocations within a second)
         root = root.with_name(root.name + "+")
-    ok = True
+    table = []
     for name in names:
         target = TARGETS[name]
-        seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else target.seeds
-        ok = measure(name, target, args.backend, root, seeds) and ok
-    return 0 if ok else 1
+        seeds = parse_seeds(args.seeds) if args.seeds else target.seeds
+        outcomes = measure(name, target, args.backend, root, seeds, args.runs, args.load_after_first)
+        table.append((name, target, outcomes))
+    print("\n| target | reached | env steps to target, IQM [95 % CI] | final return, IQM [95 % CI] |")
+    print("|---|---|---|---|")
+    docs = {}
+    for name, target, outcomes in table:
+        r = reliability(target, outcomes)
+        docs[name] = {"target": attrs.asdict(target), **r, "outcomes": [attrs.asdict(o) for o in outcomes]}
+        (s, slo, shi), (f, flo, fhi) = r["steps_iqm"], r["final_return_iqm"]
+        print(f"| {name} | {r['reached']}/{r['runs']} | {s:,.0f} [{slo:,.0f}, {shi:,.0f}] | "
+              f"{f:.1f} [{flo:.1f}, {fhi:.1f}] |")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "reliability.json").write_text(json.dumps(docs, indent=2))
+    return 0 if all(o.reached for _, _, outcomes in table for o in outcomes) else 1
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``0,1,2`` or ``0-9`` (both ends included)."""
+    if "-" in text and "," not in text:
+        first, last = (int(x) for x in text.split("-"))
+        return tuple(range(first, last + 1))
+    return tuple(int(x) for x in text.split(","))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import json
 import shutil
 import subprocess
@@ -64,12 +65,15 @@ TARGETS = {
 }
 
 
-def command(target: Target, seed: int, backend: str, out: Path) -> list[str]:
-    """The ``rxrl train`` command line of one seed."""
+def command(target: Target, seed: int, backend: str, out: Path, stop: bool = True,
+            settings: tuple[str, ...] = ()) -> list[str]:
+    """The ``rxrl train`` command line of one seed (``stop``: at the target; else it trains
+    the whole budget, and the summary still says when it first reached the target)."""
     script = shutil.which("rxrl", path=str(Path(sys.executable).parent)) or "rxrl"
     return [script, "train", target.algo, "--env", target.env, "--seed", str(seed),
-            "--steps", str(target.budget), "--target-return", str(target.threshold),
-            "--backend", backend, "--workers", "2", "--out", str(out)]
+            "--steps", str(target.budget), "--backend", backend, "--workers", "2", "--out", str(out),
+            *(["--target-return", str(target.threshold)] if stop else []),
+            *(f"--set={s}" for s in settings)]
 
 
 @attrs.frozen
@@ -86,7 +90,8 @@ class Outcome:
 
 
 def measure(name: str, target: Target, backend: str, root: Path, seeds: tuple[int, ...],
-            runs: int = 1, load_after_first: bool = False) -> list[Outcome]:
+            runs: int = 1, load_after_first: bool = False, stop: bool = True,
+            settings: tuple[str, ...] = ()) -> list[Outcome]:
     """Run every seed of ``target`` ``runs`` times (runs after the first under a competing CPU
     load when ``load_after_first``); print one Markdown row per run."""
     print(f"\n{name}: {target.algo} {target.env}, mean return >= {target.threshold:g} within "
@@ -100,7 +105,8 @@ def measure(name: str, target: Target, backend: str, root: Path, seeds: tuple[in
             out = root / f"{name}-{backend}-s{seed}-r{run}"
             started = time.perf_counter()
             with competing_load(loaded):
-                done = subprocess.run(command(target, seed, backend, out), capture_output=True, text=True,
+                done = subprocess.run(command(target, seed, backend, out, stop, settings),
+                                      capture_output=True, text=True,
                                       timeout=3600, stdin=subprocess.DEVNULL)
             elapsed = time.perf_counter() - started
             tag = f"{run}{' (loaded)' if loaded else ''}"
@@ -109,14 +115,23 @@ def measure(name: str, target: Target, backend: str, root: Path, seeds: tuple[in
                 outcomes.append(Outcome(seed, run, loaded, False, target.budget, elapsed, None))
                 continue
             summary = json.loads((out / "summary.json").read_text())
-            reached = summary["reached_target"]
-            steps = reached["env_steps"] if reached else summary["env_steps_sampled"]
+            reached = summary["reached_target"] if stop else first_reached(out, target.threshold)
+            steps = int(reached["env_steps"] if reached else summary["env_steps_sampled"])
             wall = reached["time_s"] if reached else summary["time_s"]
             final = summary["episode_return_mean"]
             outcomes.append(Outcome(seed, run, loaded, reached is not None, steps, wall, final))
             print(f"| {seed} | {tag} | {'yes' if reached else 'no'} | {'' if reached else '> '}{steps:,} | "
                   f"{wall:.1f} | {'n/a' if final is None else f'{final:.1f}'} | {elapsed:.0f} |", flush=True)
     return outcomes
+
+
+def first_reached(run: Path, threshold: float) -> dict[str, float] | None:
+    """When a run's mean return first reached ``threshold`` (its metrics.csv), or None."""
+    with (run / "metrics.csv").open(newline="") as f:
+        for row in csv.DictReader(f):
+            if float(row["episode_return_mean"]) >= threshold:
+                return {"env_steps": int(float(row["env_steps_sampled"])), "time_s": float(row["time_s"])}
+    return None
 
 
 @contextlib.contextmanager
@@ -164,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=1, help="runs of each seed (default 1)")
     p.add_argument("--load-after-first", action="store_true",
                    help="runs after the first share the machine with a process spinning on a core")
+    p.add_argument("--no-stop", action="store_true",
+                   help="train the whole budget (the final return shows a collapse after the target)")
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting for every run, as rxrl train's --set")
     p.add_argument("--out", default="runs/learning",
                    help="the run directories go to a new OUT/<date>-<time>/ per invocation")
     args = p.parse_args(argv)
@@ -175,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         target = TARGETS[name]
         seeds = parse_seeds(args.seeds) if args.seeds else target.seeds
-        outcomes = measure(name, target, args.backend, root, seeds, args.runs, args.load_after_first)
+        outcomes = measure(name, target, args.backend, root, seeds, args.runs, args.load_after_first,
+                           not args.no_stop, tuple(args.settings))
         table.append((name, target, outcomes))
     print("\n| target | reached | env steps to target, IQM [95 % CI] | final return, IQM [95 % CI] |")
     print("|---|---|---|---|")

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from rxrl.algos import MODULES
+from rxrl.cli import sweep as cli_sweep
 from rxrl.cli import tools as cli_tools
 from rxrl.cli import train as cli_train
 from rxrl.training.interrupts import INTERRUPTS, Terminated, exit_code
@@ -52,10 +53,15 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     cli_tools.add_plot_arguments(sub.add_parser("plot", help="plot learning curves of runs"))
     cli_tools.add_replay_arguments(sub.add_parser(
         "replay", help="rerun a recorded run (train --trace) on the reference backend"))
+    cli_sweep.add_arguments(sub.add_parser(
+        "sweep", help="a hyper-parameter sweep of an algorithm on Ray Tune",
+        description="Train ALGO on ENV once per trial, settings drawn from a search space, on Ray "
+                    "Tune (random, grid or Optuna search; ASHA or PBT); results.csv and best.json "
+                    "in --out (pip install -e \".[tune]\")."))
     demo = sub.add_parser("demo", help="print and run a tiny sharded plan")
     demo.add_argument("--backend", default="reference", help="reference | rx | ray")
     return parser, {"train": cli_train.train, "show": cli_tools.show, "eval": cli_tools.evaluate,
-                    "export": cli_tools.export,
+                    "export": cli_tools.export, "sweep": cli_sweep.sweep,
                     "plot": cli_tools.plot, "replay": cli_tools.replay, "demo": _demo}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from rxrl.algos import MODULES
@@ -85,6 +86,7 @@ def sweep_of(args: argparse.Namespace) -> lib.Sweep:
 def sweep(args: argparse.Namespace) -> int:
     """``rxrl sweep``: see ``rxrl sweep --help``."""
     spec = sweep_of(args)
+    lib.check_out(spec, Path(args.out), args.resume)  # before the first line: refused in one
     where = "continuing" if args.resume else "writing to"
     print(f"rxrl sweep: {spec.trials} trials of {spec.algo} on {spec.env or 'its default env'}, "
           f"{spec.steps:,} env steps each ({spec.search} search, scheduler {spec.scheduler}); "

@@ -90,10 +90,15 @@ class Dist:
         return self.kind in ("choice", "grid")
 
     def probes(self) -> tuple[Any, ...]:
-        """Values that check the whole range against the config: the bounds, or every value."""
+        """Values that check the whole range against the config: every value; the bounds of a
+        range, and for a float range a value that is not a whole number (an integer setting
+        accepts 1.0, not 1.0000000000000002)."""
+        if self.discrete:
+            return self.args
+        low, high = self.args
         if self.kind == "randint":
-            return (self.args[0], self.args[1] - 1)
-        return self.args
+            return (low, high - 1)
+        return (low, math.nextafter(low, high), high)
 
     def clip(self, value: Any) -> Any:
         """``value`` brought back into the range (PBT multiplies values by 0.8 or 1.2)."""
@@ -553,6 +558,8 @@ def format_table(result: SweepResult, space: Sequence[str]) -> str:
 
 
 def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
     if isinstance(value, float):
         return "n/a" if math.isnan(value) else f"{value:.4g}"
     return json.dumps(value) if not isinstance(value, str) else value

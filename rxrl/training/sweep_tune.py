@@ -227,8 +227,8 @@ def searcher(sweep: Sweep) -> Any:
     if sweep.search == "optuna":
         from ray.tune.search.optuna import OptunaSearch
 
-        return OptunaSearch(seed=sweep.seed)
-    return BasicVariantGenerator(random_state=sweep.seed)
+        return OptunaSearch(seed=sweep.seed)  # TuneConfig's max_concurrent_trials limits it
+    return BasicVariantGenerator(max_concurrent=sweep.max_concurrent, random_state=sweep.seed)
 
 
 class Progress(tune.Callback):
@@ -279,7 +279,7 @@ def fit(sweep: Sweep, out: Path, resume: bool, stream: IO[str]) -> tuple[tune.Re
             tune_config=tune.TuneConfig(
                 metric=METRIC, mode="max", search_alg=searcher(sweep), scheduler=scheduler(sweep),
                 num_samples=sweep.trials // sweep.grid_size,
-                max_concurrent_trials=sweep.max_concurrent or None,
+                max_concurrent_trials=(sweep.max_concurrent or None) if sweep.search == "optuna" else None,
                 reuse_actors=True, trial_name_creator=trial_name, trial_dirname_creator=trial_name),
             run_config=tune.RunConfig(
                 name=TUNE_DIR, storage_path=str(out), verbose=0, callbacks=[Progress(sweep.steps, stream)],

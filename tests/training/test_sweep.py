@@ -1,0 +1,328 @@
+"""``rxrl sweep`` and `rxrl.training.sweep`: search spaces, checks, and sweeps on Ray Tune —
+random search, ASHA stopping trials early, PBT cloning checkpoints, a resume after an interrupt.
+
+The sweeps use the session's Ray (``ray_session``: 4 CPUs) and a small PPO; a trial runs its
+plan on the reference backend, so its records depend on its config alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rxrl.algos.configs import parse_assignment, to_dict, with_settings
+from rxrl.algos.on_policy.ppo import PPO
+from rxrl.cli import main
+from rxrl.training import sweep as lib
+from rxrl.training.sweep import Dist, make_sweep, parse_dist, run_sweep
+from tests.training.test_evaluation import QUICK_PPO
+
+ALGO_ENV: dict[str, Any] = {"env": "CartPole-v1", "settings": QUICK_PPO}
+
+# ------------------------------------------------------------------------------ the space
+
+
+def test_distributions_parse() -> None:
+    assert parse_dist("uniform(0, 1)") == Dist("uniform", (0.0, 1.0))
+    assert parse_dist(" loguniform( 1e-4 ,1e-2 ) ") == Dist("loguniform", (1e-4, 1e-2))
+    assert parse_dist("randint(1, 5)") == Dist("randint", (1, 5))
+    assert parse_dist("choice(tanh, 'relu', [64, 64], true, None)") == Dist(
+        "choice", ("tanh", "relu", [64, 64], True, None))
+    assert parse_dist("grid(0.98,0.99)") == Dist("grid", (0.98, 0.99))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("loguniform(1e-2)", "loguniform takes 2 numbers (low, high), got 1"),
+    ("lognormal(1, 2)", "unknown distribution 'lognormal'; choose one of uniform, loguniform, randint, "
+                        "choice, grid"),
+    ("uniform(1, 0)", "uniform(1, 0): low must be less than high"),
+    ("loguniform(0, 1)", "loguniform(0, 1): low must be > 0"),
+    ("randint(0.5, 2)", "randint takes 2 integers (low, high), got 0.5, 2"),
+    ("choice()", "choice takes at least one value, got none"),
+    ("choice(1,,2)", "an empty argument in (1,,2)"),
+    ("uniform 0 1", "expected a distribution like loguniform(1e-4, 1e-2), got 'uniform 0 1'"),
+    ("choice(a b)", "cannot read the value 'a b'"),
+])
+def test_bad_distributions_are_one_line_errors(text: str, message: str) -> None:
+    with pytest.raises(ValueError) as e:
+        parse_dist(text)
+    assert str(e.value).startswith(message)
+    assert "\n" not in str(e.value)
+
+
+numbers = st.floats(-1e6, 1e6, allow_nan=False).filter(lambda x: x != 0)
+values = st.one_of(st.integers(-1000, 1000), numbers, st.booleans(), st.none(),
+                   st.text(st.characters(codec="ascii", exclude_characters="\x00"), max_size=8),
+                   st.lists(st.integers(1, 512), min_size=1, max_size=3))
+
+
+@st.composite
+def dists(draw: st.DrawFn) -> Dist:
+    kind = draw(st.sampled_from(lib.DISTRIBUTIONS))
+    if kind in ("choice", "grid"):
+        return Dist(kind, tuple(draw(st.lists(values, min_size=1, max_size=4))))
+    if kind == "randint":
+        start = draw(st.integers(-100, 100))
+        return Dist(kind, (start, start + draw(st.integers(1, 100))))
+    low = draw(st.floats(1e-8, 1e3) if kind == "loguniform" else numbers)
+    return Dist(kind, (low, low + draw(st.floats(1e-3, 1e3))))
+
+
+@given(dists())
+def test_a_distribution_reads_back_from_its_text(dist: Dist) -> None:
+    assert parse_dist(dist.text) == dist
+    low, *_ = dist.args
+    assert dist.clip(low) == low if not dist.discrete else dist.clip("x") == "x"
+
+
+@given(st.one_of(values, st.text(max_size=8)))
+def test_a_setting_reads_back_as_rxrl_train_reads_it(value: Any) -> None:
+    assert parse_assignment(lib.setting_text("learner.lr", value)) == ("learner.lr", value)
+
+
+def test_space_files_json_and_lines(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text(json.dumps({"lr": "loguniform(1e-4, 1e-2)",
+                                                 "gamma": {"choice": [0.98, 0.99]}}))
+    (tmp_path / "b.txt").write_text("# the space\nlr=loguniform(1e-4, 1e-2)\n\n"
+                                    "gamma=choice(0.98, 0.99)  # two\n")
+    expected = {"lr": Dist("loguniform", (1e-4, 1e-2)), "gamma": Dist("choice", (0.98, 0.99))}
+    assert lib.read_space_file(tmp_path / "a.json") == expected
+    assert lib.read_space_file(tmp_path / "b.txt") == expected
+    (tmp_path / "c.txt").write_text("lr=loguniform(1e-2)\n")
+    with pytest.raises(ValueError, match=r"bad --space 'lr=loguniform\(1e-2\)': loguniform takes 2"):
+        lib.read_space_file(tmp_path / "c.txt")
+
+
+# ----------------------------------------------------------------------------- the sweep
+
+
+def test_make_sweep_resolves_keys_and_fills_in_the_schedule() -> None:
+    sweep = make_sweep("ppo", steps=4096, space={"lr": "loguniform(1e-4, 1e-2)", "gamma": "grid(0.98, 0.99)"},
+                       scheduler="asha", trials=4, **ALGO_ENV)
+    assert list(sweep.space) == ["learner.lr", "gamma"]
+    assert sweep.settings["learner.num_epochs"] == 1  # fixed settings resolved too
+    assert (sweep.grid_size, sweep.trials, sweep.grace_period) == (2, 4, 512)  # an eighth
+    assert lib.Sweep.from_json(json.loads(json.dumps(sweep.to_json()))) == sweep
+    pbt = make_sweep("ppo", steps=4096, space={"lr": "loguniform(1e-4, 1e-2)"}, scheduler="pbt",
+                     time_attr="iterations", perturbation_interval=2, trials=4, **ALGO_ENV)
+    assert pbt.checkpoint_every == 2 * 256  # a checkpoint at each perturbation
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"space": {"lrr": "uniform(0, 1)"}}, "bad --space lrr: unknown setting 'lrr' for PPO; did you mean "
+                                          "'learner.lr'?"),
+    ({"trials": 0}, "--trials must be >= 1, got 0"),
+    ({"search": "bayes"}, "unknown --search 'bayes'; choose one of random, grid, optuna"),
+    ({"scheduler": "hyperband"}, "unknown --scheduler 'hyperband'; choose one of none, asha, pbt"),
+    ({"space": {"gamma": "uniform(0.9, 1.5)"}},
+     "--space gamma=uniform(0.9, 1.5): at 1.5: bad --set: PPO.gamma must be a number in [0.0, 1.0]"),
+    ({"space": {"seed": "uniform(1, 4)"}},
+     "--space seed=uniform(1.0, 4.0): at 1.0000000000000002: bad --set: seed must be int"),
+    ({"search": "grid"}, "--search grid needs listed values (grid or choice), not learner.lr=loguniform"),
+    ({"space": {"gamma": "grid(0.9, 0.99)"}, "trials": 3},
+     "--trials 3: the grid has 2 points and each repeat runs them all"),
+    ({"space": {"policy.hidden_sizes": "choice([32, 32], [64, 64])"}, "scheduler": "pbt"},
+     "--scheduler pbt cannot perturb policy.hidden_sizes: a trial that clones another's checkpoint"),
+    ({"scheduler": "pbt", "search": "optuna"}, "--scheduler pbt chooses the configs itself"),
+    ({"settings": {**QUICK_PPO, "lr": 0.1}}, "learner.lr is both fixed (--set) and swept (--space)"),
+    ({"steps": 100}, "--steps: one training iteration samples 256 env steps"),
+])
+def test_bad_sweeps_are_one_line_errors(options: dict[str, Any], message: str) -> None:
+    args: dict[str, Any] = {"env": "CartPole-v1", "settings": QUICK_PPO, "steps": 2048,
+                            "space": {"lr": "loguniform(1e-4, 1e-2)"}, **options}
+    with pytest.raises(ValueError) as e:
+        make_sweep("ppo", **args)
+    assert str(e.value).startswith(message), str(e.value)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--space", "lr=loguniform(1e-2)"],
+     "bad --space 'lr=loguniform(1e-2)': loguniform takes 2 numbers (low, high), got 1"),
+    (["--space", "lr=normal(0, 1)"], "bad --space 'lr=normal(0, 1)': unknown distribution 'normal'"),
+    (["--space", "lrr=uniform(0,1)"], "bad --space lrr: unknown setting 'lrr' for PPO"),
+    (["--space", "lr=uniform(1e-4,1e-2)", "--trials", "0"], "--trials must be >= 1, got 0"),
+    (["--space", "lr=uniform(1e-4,1e-2)", "--search", "bayes"], "unknown --search 'bayes'"),
+    (["--space", "lr=uniform(1e-4,1e-2)", "--scheduler", "fifo"], "unknown --scheduler 'fifo'"),
+    (["--space", "lr=uniform(1e-4,1e-2)", "--out", "{tmp}/done"], "--out {tmp}/done already holds a sweep "
+                                                            "(sweep.json): continue it with --resume"),
+    (["--space", "lr=uniform(1e-4,1e-2)", "--resume"], "--resume: {tmp}/new holds no sweep (no sweep.json)"),
+    (["--space-file", "{tmp}/none.txt"], "cannot read --space-file {tmp}/none.txt: No such file"),
+])
+def test_bad_command_lines_say_so_in_one_line(argv: list[str], message: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "done").mkdir()
+    (tmp_path / "done" / "sweep.json").write_text("{}")
+    args = ["sweep", "ppo", "--out", str(tmp_path / "new"),
+            *[a.replace("{tmp}", str(tmp_path)) for a in argv]]
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rxrl sweep: error: " + message.replace("{tmp}", str(tmp_path))), err
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_resume_must_be_the_same_sweep(tmp_path: Path) -> None:
+    sweep = make_sweep("ppo", steps=2048, space={"lr": "loguniform(1e-4, 1e-2)"}, trials=4, **ALGO_ENV)
+    tmp_path.joinpath(lib.SWEEP_FILE).write_text(json.dumps(sweep.to_json()))
+    lib.check_out(sweep, tmp_path, resume=True)
+    with pytest.raises(ValueError, match=r"that sweep has trials = 4, this one 5: give the options it was"):
+        lib.check_out(attrs.evolve(sweep, trials=5), tmp_path, resume=True)
+
+
+def test_without_ray_tune_a_sweep_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray.tune", None)  # import ray.tune fails
+    sweep = make_sweep("ppo", steps=2048, space={"lr": "loguniform(1e-4, 1e-2)"}, trials=4, **ALGO_ENV)
+    with pytest.raises(ValueError, match=r'^rxrl sweep needs Ray Tune \(ray.tune is missing\): '
+                                         r'pip install -e "\.\[tune\]"$'):
+        run_sweep(sweep, tmp_path / "s")
+
+
+# ------------------------------------------------------------------------------- sweeps
+
+
+def rows(out: Path) -> list[dict[str, str]]:
+    """results.csv's rows."""
+    with (out / lib.RESULTS_FILE).open() as f:
+        return list(csv.DictReader(f))
+
+
+def metrics(run_dir: Path) -> list[dict[str, str]]:
+    """A run's metrics.csv rows."""
+    with (run_dir / "metrics.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.usefixtures("ray_session")
+def test_a_random_sweep_writes_results_best_and_a_run_per_trial(tmp_path: Path) -> None:
+    sweep = make_sweep("ppo", steps=2048, trials=4, seed=1,
+                       space={"lr": "loguniform(1e-4, 1e-2)", "gamma": "choice(0.98, 0.99)"}, **ALGO_ENV)
+    result = run_sweep(sweep, tmp_path / "s")
+    assert result.status == "completed" and len(result.rows) == 4
+    table = rows(tmp_path / "s")
+    assert [r["trial"] for r in table] == [r.trial for r in result.rows]
+    assert all(r["status"] == "completed" and int(r["env_steps"]) >= 2048 for r in table)
+    returns = [float(r["episode_return_mean"]) for r in table]
+    assert returns == sorted(returns, reverse=True)  # best first
+    for row in result.rows:  # an ordinary rxrl run each, under the sweep's directory
+        assert row.run_dir.parent == (tmp_path / "s" / lib.RUNS_DIR).resolve()
+        assert {"config.json", "metrics.csv", "checkpoint.pt", "summary.json"} <= {
+            p.name for p in row.run_dir.iterdir()}
+        assert json.loads((row.run_dir / "summary.json").read_text())["status"] == "completed"
+    assert (tmp_path / "s" / lib.TUNE_DIR / "tuner.pkl").is_file()  # Tune's storage is the sweep's
+    best = json.loads((tmp_path / "s" / lib.BEST_FILE).read_text())
+    assert best["trial"] == table[0]["trial"] and result.best is not None
+    # its --set values give the best trial's config
+    config = with_settings(PPO(env="CartPole-v1"), dict(parse_assignment(s) for s in best["set"]))
+    trained = json.loads((result.best.run_dir / "config.json").read_text())["config"]
+    assert to_dict(config) == trained
+    assert best["command"].startswith("rxrl train ppo --env CartPole-v1 --steps 2048 --set ")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.usefixtures("ray_session")
+def test_asha_stops_poor_trials_early(tmp_path: Path) -> None:
+    # one trial at a time, the best first: ASHA's decisions follow from the trials' records,
+    # which the reference backend makes depend on the config alone
+    sweep = make_sweep("ppo", steps=2048, space={"lr": "grid(3e-3, 1e-5, 1e-4, 2e-5)"},
+                       scheduler="asha", time_attr="iterations", grace_period=2, reduction_factor=2,
+                       max_concurrent=1, **ALGO_ENV)
+    result = run_sweep(sweep, tmp_path / "s")
+    by_lr = {r.settings["learner.lr"]: r for r in result.rows}
+    assert by_lr[3e-3].status == "completed" and by_lr[3e-3].env_steps >= 2048
+    stopped = [r for r in result.rows if r.status == "stopped early"]
+    assert stopped, [(r.settings, r.status, r.env_steps) for r in result.rows]
+    for r in stopped:  # what Tune reported last: fewer steps than the budget; the run closed
+        assert r.env_steps < 2048 and r.iterations in (2, 4)
+        summary = json.loads((r.run_dir / "summary.json").read_text())
+        assert summary["iterations"] == r.iterations
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.usefixtures("ray_session")
+def test_pbt_clones_a_better_trials_checkpoint(tmp_path: Path) -> None:
+    sweep = make_sweep("ppo", steps=2048, trials=4, space={"lr": "loguniform(1e-4, 1e-2)"},
+                       scheduler="pbt", perturbation_interval=512, **ALGO_ENV)
+    result = run_sweep(sweep, tmp_path / "s")
+    assert result.status == "completed"
+    assert sum(r.exploits for r in result.rows) >= 1
+    cloned = next(r for r in result.rows if r.exploits)
+    notes = [json.loads(line) for line in (cloned.run_dir / "restores.jsonl").read_text().splitlines()]
+    exploit = next(n for n in notes if n["exploit"])
+    assert exploit["from_trial"] != cloned.trial
+    assert exploit["from_trial"] in {r.trial for r in result.rows}
+    low, high = sweep.space["learner.lr"].args
+    assert low <= exploit["settings"]["learner.lr"] <= high  # perturbed, within the range
+    iterations = [int(r["iteration"]) for r in metrics(cloned.run_dir)]
+    assert iterations == list(range(1, len(iterations) + 1))  # resumed in place: each once
+
+
+def tune_handles_sigint() -> bool:
+    """Whether Tune's SIGINT handler is in place (a Tuner is running on the main thread)."""
+    return getattr(signal.getsignal(signal.SIGINT), "__name__", "") == "signal_interrupt_tune_run"
+
+
+@contextlib.contextmanager
+def interrupted_at(pattern: str, out: Path) -> Iterator[list[float]]:
+    """Within the block, SIGINT the main thread (as Ctrl-C would) once a file matching
+    ``pattern`` is in ``out`` and a Tuner runs; the list gets the time it was sent."""
+    sent: list[float] = []
+    done = threading.Event()
+    main_thread = threading.main_thread().ident
+    assert main_thread is not None
+
+    def watch() -> None:
+        while not done.wait(0.02):
+            if next(out.glob(pattern), None) is not None and tune_handles_sigint():
+                sent.append(time.monotonic())
+                signal.pthread_kill(main_thread, signal.SIGINT)
+                return
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield sent
+    finally:
+        done.set()
+        thread.join()
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.usefixtures("ray_session")
+def test_an_interrupted_sweep_resumes_each_trial_from_its_checkpoint(tmp_path: Path) -> None:
+    sweep = make_sweep("ppo", steps=4096, space={"lr": "grid(3e-3, 1e-3)"}, max_concurrent=1,
+                       checkpoint_every=512, **ALGO_ENV)
+    out = tmp_path / "s"
+    with interrupted_at(f"{lib.TUNE_DIR}/*/checkpoint_000001", out) as sent:
+        first = run_sweep(sweep, out)
+    assert sent, "the sweep ended before it could be interrupted"
+    assert (first.status, first.signal) == ("interrupted", signal.SIGINT)
+    assert any(r.status == "unfinished" for r in first.rows)
+    assert tune_handles_sigint() is False  # the handlers are as they were
+    with pytest.raises(ValueError, match="already holds a sweep"):
+        run_sweep(sweep, out)  # not over it without resume
+    second = run_sweep(sweep, out, resume=True)
+    assert second.status == "completed" and second.signal is None
+    assert [r.status for r in second.rows] == ["completed", "completed"]
+    resumed = [r for r in second.rows if (r.run_dir / "restores.jsonl").is_file()]
+    assert resumed, "no trial resumed from a checkpoint"
+    for r in resumed:
+        note = json.loads((r.run_dir / "restores.jsonl").read_text().splitlines()[0])
+        assert note["from_trial"] == r.trial and not note["exploit"] and note["iteration"] >= 2
+        iterations = [int(row["iteration"]) for row in metrics(r.run_dir)]
+        assert iterations == list(range(1, r.iterations + 1))  # each once: nothing lost, nothing twice
+        assert json.loads((r.run_dir / "summary.json").read_text())["status"] == "completed"
+    assert len(rows(out)) == 2 and json.loads((out / lib.BEST_FILE).read_text())["status"] == "completed"

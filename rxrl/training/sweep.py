@@ -653,7 +653,10 @@ def connect(address: str | None, cpus_per_trial: int) -> None:
 
     if ray.is_initialized():
         return
-    options = None if address else {**RAY_INIT, "num_cpus": max(os.cpu_count() or 1, cpus_per_trial)}
+    # the trials' output stays in their actors' logs (Tune's own lines, mostly); a failed trial's
+    # error is in its error.txt, which a line names
+    quiet = {k: RAY_INIT[k] for k in ("log_to_driver", "logging_level")}
+    options = quiet if address else {**RAY_INIT, "num_cpus": max(os.cpu_count() or 1, cpus_per_trial)}
     try:
         ray_connect(address or "local", options)
     except RayConnectError as e:

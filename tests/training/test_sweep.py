@@ -234,6 +234,20 @@ def test_a_random_sweep_writes_results_best_and_a_run_per_trial(tmp_path: Path) 
 
 @pytest.mark.timeout(120)
 @pytest.mark.usefixtures("ray_session")
+def test_an_optuna_sweep(tmp_path: Path) -> None:
+    sweep = make_sweep("ppo", steps=1024, trials=2, search="optuna", max_concurrent=1,
+                       space={"lr": "loguniform(1e-4, 1e-2)", "activation": "choice(tanh, relu)"},
+                       **ALGO_ENV)
+    result = run_sweep(sweep, tmp_path / "s")
+    assert [r.status for r in result.rows] == ["completed", "completed"]
+    for r in result.rows:
+        assert 1e-4 <= r.settings["learner.lr"] <= 1e-2
+        config = json.loads((r.run_dir / "config.json").read_text())["config"]
+        assert config["policy"]["activation"] == r.settings["policy.activation"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.usefixtures("ray_session")
 def test_asha_stops_poor_trials_early(tmp_path: Path) -> None:
     # one trial at a time, the best first: ASHA's decisions follow from the trials' records,
     # which the reference backend makes depend on the config alone

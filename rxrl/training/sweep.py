@@ -521,11 +521,16 @@ def write_results(sweep: Sweep, out: Path, rows: Sequence[TrialRow]) -> TrialRow
         for r in rows:
             writer.writerow([r.trial, r.status, r.env_steps, r.iterations, r.episode_return_mean,
                              r.best_episode_return_mean, r.exploits,
-                             *(json.dumps(r.settings.get(k)) for k in keys), r.run_dir])
+                             *(_cell(r.settings.get(k)) for k in keys), r.run_dir])
     best = best_of(rows)
     if best is not None:
         write_best(sweep, out, best)
     return best
+
+
+def _cell(value: Any) -> str:
+    """A setting in results.csv: a string as it is, anything else as JSON (``[64, 64]``)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def write_best(sweep: Sweep, out: Path, best: TrialRow) -> None:

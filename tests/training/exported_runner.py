@@ -1,8 +1,8 @@
 """Runs exported policies as a user's serving process would: with torch alone (TorchScript, pt2) or
 onnxruntime alone (ONNX), rxrl unimportable (and torch too, for ONNX).
 
-``python exported_runner.py FORMAT OBS.npy MODEL OUT.npy [MODEL OUT.npy ...]``: each MODEL's
-actions on the observations in OBS.npy, saved to its OUT.npy.
+``python exported_runner.py FORMAT OBS.npy MODEL OUT.npy [OBS.npy MODEL OUT.npy ...]``: each
+MODEL's actions on the observations in its OBS.npy, saved to its OUT.npy.
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ class Refuse(importlib.abc.MetaPathFinder):
 
 def main(argv: list[str]) -> None:
     """Run each model on the observations."""
-    fmt, obs_file, pairs = argv[0], argv[1], argv[2:]
+    fmt, triples = argv[0], argv[1:]
     refused = {"rxrl", "gymnasium", "ray"} | ({"torch"} if fmt == "onnx" else set())
     for name in list(sys.modules):
         assert name.partition(".")[0] not in refused, name
     sys.meta_path.insert(0, Refuse(refused))
     import numpy as np
 
-    obs = np.load(obs_file)
-    for model, out in zip(pairs[::2], pairs[1::2], strict=True):
+    for obs_file, model, out in zip(triples[::3], triples[1::3], triples[2::3], strict=True):
+        obs = np.load(obs_file)
         if fmt == "onnx":
             import onnxruntime  # type: ignore[import-untyped]
 

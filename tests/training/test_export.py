@@ -77,12 +77,10 @@ def test_exported_actions_equal_rxrl_evals_without_rxrl(runs: dict[str, Path], f
         exported = export_policy(run, model, fmt)
         assert exported.obs_shape == obs.shape[1:] and exported.obs_dtype == str(obs.dtype)
         expected[case] = eval_actions(run, obs)
-        args.append((case, model))
-    for case, model in args:  # one process per case: each its own observations
-        out = tmp_path / f"{case}-actions.npy"
-        subprocess.run([sys.executable, str(RUNNER), fmt, str(tmp_path / f"{case}-obs.npy"),
-                        str(model), str(out)], check=True, timeout=120)
-        got, want = np.load(out), expected[case]
+        args += [str(tmp_path / f"{case}-obs.npy"), str(model), str(tmp_path / f"{case}-actions.npy")]
+    subprocess.run([sys.executable, str(RUNNER), fmt, *args], check=True, timeout=300)
+    for case in runs:
+        got, want = np.load(tmp_path / f"{case}-actions.npy"), expected[case]
         assert got.shape == want.shape, case
         if want.dtype.kind in "iu":
             assert got.dtype == np.int64 and np.array_equal(got, want), case

@@ -7,16 +7,10 @@ algorithm (random, grid, Optuna) and a scheduler (none, ASHA, PBT). Its director
 checkpoints), ``runs/TRIAL/`` (each trial's rxrl run directory: config.json, metrics.csv,
 checkpoint.pt, summary.json), and at the end ``results.csv`` and ``best.json``.
 
-A space maps ``--set`` paths (``learner.lr``, or a unique last part: ``lr``) to distributions,
-written ``uniform(low, high)``, ``loguniform(low, high)``, ``randint(low, high)`` (Tune's: an
-integer in ``[low, high)``), ``choice(a, b, ...)`` or ``grid(a, b, ...)`` (every value, in
-order):
-
->>> parse_space(["lr=loguniform(1e-4,1e-2)", "gamma=choice(0.98, 0.99)"])
-{'lr': Dist(kind='loguniform', args=(0.0001, 0.01)), 'gamma': Dist(kind='choice', args=(0.98, 0.99))}
->>> parse_dist("loguniform(1e-2)")
-Traceback (most recent call last):
-ValueError: loguniform takes 2 numbers (low, high), got 1
+The space language (``--space``, ``--space-file``) is `rxrl.training.sweep_space`. This module
+(over 400 lines: one concept, a sweep's life on the driver — its spec and every check made
+before anything starts, the run, its results table and files) keeps the checks beside the spec
+they check.
 
 Ray Tune is imported only when a sweep runs (``pip install -e ".[tune]"``); the Tune side of a
 trial is `rxrl.training.sweep_tune`.
@@ -24,12 +18,10 @@ trial is `rxrl.training.sweep_tune`.
 
 from __future__ import annotations
 
-import ast
 import csv
 import json
 import math
 import os
-import re
 import shlex
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,11 +31,18 @@ from typing import IO, Any, Literal
 import attrs
 
 from rxrl.algos import Algorithm, get
-from rxrl.algos.configs import parse_assignment, resolve
+from rxrl.algos.configs import resolve
 from rxrl.training.setup import BACKENDS, RAY_INIT, check_writable
+from rxrl.training.sweep_space import (
+    DISTRIBUTIONS,
+    Dist,
+    parse_dist,
+    parse_space,
+    parse_space_entry,
+    read_space_file,
+    setting_text,
+)
 
-#: the distributions a space may use
-DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice", "grid")
 #: ``--search``: Tune's random sampling (grid axes expanded), a full grid, Optuna's TPE
 SEARCHES = ("random", "grid", "optuna")
 #: ``--scheduler``: run every trial to its budget, ASHA early stopping, population-based training
@@ -67,206 +66,6 @@ SWEEP_FILE, TUNE_DIR, RUNS_DIR, RESULTS_FILE, BEST_FILE = (
 #: the pip extra that brings Ray Tune and Optuna
 EXTRA = 'pip install -e ".[tune]"'
 SWEEP_FORMAT = "rxrl-sweep/1"
-
-
-# ---------------------------------------------------------------------------------- spaces
-
-
-@attrs.frozen
-class Dist:
-    """One setting's distribution: ``kind`` (one of `DISTRIBUTIONS`) and its arguments."""
-
-    kind: str
-    args: tuple[Any, ...]
-
-    @property
-    def text(self) -> str:
-        """As written on the command line: ``loguniform(0.0001, 0.01)`` (`parse_dist` reads it)."""
-        return f"{self.kind}({', '.join(json.dumps(a) for a in self.args)})"
-
-    @property
-    def discrete(self) -> bool:
-        """Whether the values are listed (choice, grid)."""
-        return self.kind in ("choice", "grid")
-
-    def probes(self) -> tuple[Any, ...]:
-        """Values that check the whole range against the config: every value; the bounds of a
-        range, and for a float range a value that is not a whole number (an integer setting
-        accepts 1.0, not 1.0000000000000002)."""
-        if self.discrete:
-            return self.args
-        low, high = self.args
-        if self.kind == "randint":
-            return (low, high - 1)
-        return (low, math.nextafter(low, high), high)
-
-    def clip(self, value: Any) -> Any:
-        """``value`` brought back into the range (PBT multiplies values by 0.8 or 1.2)."""
-        if self.discrete:
-            return value
-        low, high = self.args
-        if self.kind == "randint":
-            return int(min(max(round(value), low), high - 1))
-        return float(min(max(value, low), high))
-
-    def tune_domain(self) -> Any:
-        """The Ray Tune search-space object (``tune.loguniform(...)``, ``tune.grid_search``)."""
-        from ray import tune
-
-        if self.kind == "uniform":
-            return tune.uniform(*self.args)
-        if self.kind == "loguniform":
-            return tune.loguniform(*self.args)
-        if self.kind == "randint":
-            return tune.randint(*self.args)
-        if self.kind == "choice":
-            return tune.choice(list(self.args))
-        return tune.grid_search(list(self.args))
-
-
-def parse_dist(text: str) -> Dist:
-    """``name(arg, ...)`` as a `Dist`; ValueError (one line) if it is not one.
-
-    Arguments are JSON or Python literals (``1e-4``, ``[64, 64]``, ``"tanh"``, ``True``) or
-    bare words (``tanh``).
-    """
-    match = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*\((.*)\)\s*", text, re.DOTALL)
-    if match is None:
-        raise ValueError(f"expected a distribution like loguniform(1e-4, 1e-2), got {text!r}")
-    kind, inner = match.group(1), match.group(2)
-    if kind not in DISTRIBUTIONS:
-        raise ValueError(f"unknown distribution {kind!r}; choose one of {', '.join(DISTRIBUTIONS)}")
-    args = tuple(_literal(part) for part in _split_args(inner))
-    return _checked(Dist(kind, args))
-
-
-def _checked(dist: Dist) -> Dist:
-    kind, args = dist.kind, dist.args
-    if dist.discrete:
-        if not args:
-            raise ValueError(f"{kind} takes at least one value, got none")
-        return dist
-    what = "integers" if kind == "randint" else "numbers"
-    if len(args) != 2 or not all(_is_number(a, kind == "randint") for a in args):
-        got = len(args) if len(args) != 2 else f"{args[0]!r}, {args[1]!r}"
-        raise ValueError(f"{kind} takes 2 {what} (low, high), got {got}")
-    low, high = args
-    if not low < high:
-        raise ValueError(f"{kind}({low}, {high}): low must be less than high")
-    if kind == "loguniform" and low <= 0:
-        raise ValueError(f"loguniform({low}, {high}): low must be > 0")
-    if kind == "randint":
-        return dist
-    return Dist(kind, (float(low), float(high)))
-
-
-def _is_number(x: Any, integer: bool) -> bool:
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return False
-    return isinstance(x, int) if integer else math.isfinite(x)
-
-
-def _split_args(inner: str) -> list[str]:
-    """The top-level comma-separated parts of ``inner`` (brackets and quotes kept whole)."""
-    if not inner.strip():
-        return []
-    parts, depth, quote, start = [], 0, "", 0
-    for i, ch in enumerate(inner):
-        if quote:
-            quote = "" if ch == quote and inner[i - 1] != "\\" else quote
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(inner[start:i])
-            start = i + 1
-    parts.append(inner[start:])
-    if any(not p.strip() for p in parts):
-        raise ValueError(f"an empty argument in ({inner})")
-    return [p.strip() for p in parts]
-
-
-def _literal(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        pass
-    if re.fullmatch(r"[A-Za-z_][\w.:/-]*", text):
-        return text
-    raise ValueError(f"cannot read the value {text!r} (a number, a list, or a word)")
-
-
-def parse_space_entry(text: str) -> tuple[str, Dist]:
-    """``key=dist(...)`` as ``(key, Dist)``; ValueError naming the entry."""
-    key, sep, rest = text.partition("=")
-    if not sep or not key.strip():
-        raise ValueError(f"bad --space {text!r}: expected key=distribution, e.g. lr=loguniform(1e-4,1e-2)")
-    try:
-        return key.strip(), parse_dist(rest)
-    except ValueError as e:
-        raise ValueError(f"bad --space {text!r}: {e}") from None
-
-
-def parse_space(entries: Iterable[str]) -> dict[str, Dist]:
-    """``--space`` entries as ``{key: Dist}`` (a key given twice is refused)."""
-    space: dict[str, Dist] = {}
-    for text in entries:
-        key, dist = parse_space_entry(text)
-        if key in space:
-            raise ValueError(f"bad --space {text!r}: {key} is in the space twice")
-        space[key] = dist
-    return space
-
-
-def read_space_file(path: str | Path) -> dict[str, Dist]:
-    """A ``--space-file``: a JSON object (``{"lr": "loguniform(1e-4, 1e-2)"}`` or
-    ``{"lr": {"loguniform": [1e-4, 1e-2]}}``), or one ``key=dist(...)`` per line (``#``
-    comments and blank lines skipped)."""
-    file = Path(path)
-    try:
-        text = file.read_text()
-    except OSError as e:
-        raise ValueError(f"cannot read --space-file {file}: {e.strerror or e}") from None
-    if not text.lstrip().startswith("{"):
-        lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
-        return parse_space(line for line in lines if line)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"bad --space-file {file}: not JSON ({e.msg} at line {e.lineno})") from None
-    space: dict[str, Dist] = {}
-    for key, value in doc.items():
-        try:
-            space[key] = _dist_of_json(value)
-        except ValueError as e:
-            raise ValueError(f"bad --space-file {file}: {key}: {e}") from None
-    return space
-
-
-def _dist_of_json(value: Any) -> Dist:
-    if isinstance(value, str):
-        return parse_dist(value)
-    if isinstance(value, dict) and len(value) == 1:
-        (kind, args), = value.items()
-        if kind not in DISTRIBUTIONS:
-            raise ValueError(f"unknown distribution {kind!r}; choose one of {', '.join(DISTRIBUTIONS)}")
-        return _checked(Dist(kind, tuple(args) if isinstance(args, list) else (args,)))
-    raise ValueError(f'expected "dist(...)" or {{"dist": [args]}}, got {value!r}')
-
-
-def setting_text(key: str, value: Any) -> str:
-    """``key=value`` as ``rxrl train --set`` reads it back (`parse_assignment`)."""
-    raw = json.dumps(value, separators=(",", ":")) if not isinstance(value, str) else value
-    if isinstance(value, str) and parse_assignment(f"x={value}")[1] != value:
-        raw = json.dumps(value)
-    return f"{key}={raw}"
 
 
 # ----------------------------------------------------------------------------------- sweeps

@@ -1,4 +1,5 @@
-"""The ``rxrl`` command line: ``train``, ``show``, ``eval``, ``export``, ``plot``, ``replay`` and ``demo``.
+"""The ``rxrl`` command line: ``train``, ``show``, ``eval``, ``export``, ``sweep``, ``plot``,
+``replay`` and ``demo``.
 
 Bad input gets a one-line error on stderr and exit status 1 (2 for malformed command lines,
 as argparse does); set ``RXRL_DEBUG=1`` to see the traceback of an error instead.
@@ -49,7 +50,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     cli_tools.add_show_arguments(sub.add_parser("show", help="print an algorithm's plan as a graph"))
     cli_tools.add_eval_arguments(sub.add_parser("eval", help="run a checkpoint's policy greedily"))
     cli_tools.add_export_arguments(sub.add_parser(
-        "export", help="write a checkpoint's greedy policy as TorchScript or ONNX"))
+        "export", help="write a checkpoint's greedy policy as TorchScript, torch.export or ONNX"))
     cli_tools.add_plot_arguments(sub.add_parser("plot", help="plot learning curves of runs"))
     cli_tools.add_replay_arguments(sub.add_parser(
         "replay", help="rerun a recorded run (train --trace) on the reference backend"))

@@ -25,7 +25,7 @@ from rxrl.training.checkpoint import (
     same,
     training_plan,
 )
-from rxrl.training.evaluation import PolicyMismatch, greedy_episodes, greedy_policy
+from rxrl.training.evaluation import EvalResult, Evaluation, PolicyMismatch, greedy_episodes, greedy_policy
 
 # ------------------------------------------------------------------------------------ show
 
@@ -261,18 +261,21 @@ def replay(args: argparse.Namespace) -> int:
         records: list[dict[str, float]] = doc["records"]
         every, final = int(doc["checkpoint_every"]), int(doc["final_steps"])
         resumed = doc.get("resumed_from")
+        evaluation = Evaluation(**doc["evaluation"]) if doc.get("evaluation") else None
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{path} is not a complete trace file: {e}") from None
     start = None
     if resumed:
         ckpt = load_checkpoint(resumed)
         start = Start(ckpt.learner_state, reseed=ckpt.counters.iteration)
-    plan = training_plan(algo, config, start, CheckpointClock(every, final))
+    clock = CheckpointClock(every, final)
+    plan = training_plan(algo, config, start, clock, evaluation=evaluation)
     print(f"replaying {len(records)} iterations of {algo.name} {config.env} (seed {config.seed}, "
           f"recorded on {trace.backend or '?'}, {len(trace)} choices) on the reference backend")
     done = 0
     with rxrl.run(plan, "reference", schedule=trace) as run:
-        for recorded, snapshot in zip(records, run, strict=False):
+        snapshots = (x for x in run if not isinstance(x, EvalResult))  # evaluations: not records
+        for recorded, snapshot in zip(records, snapshots, strict=False):
             done += 1
             replayed = deterministic_fields(snapshot.metrics)
             for key, value in recorded.items():

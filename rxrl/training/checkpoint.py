@@ -335,11 +335,13 @@ def deterministic_fields(m: Metrics) -> dict[str, float]:
 
 def save_trace(path: Path, algo: str, config: RolloutSettings, trace: rxrl.Trace,
                records: list[dict[str, float]], every: int, final: int,
-               resumed_from: Path | None) -> None:
-    """A run's trace with what ``rxrl replay`` needs to rebuild and check the run."""
+               resumed_from: Path | None, evaluation: Evaluation | None = None) -> None:
+    """A run's trace with what ``rxrl replay`` needs to rebuild and check the run (its
+    evaluation settings too: the evaluation branch is part of the plan that ran)."""
     doc = {"format": TRACE_FORMAT, "algo": algo, "config": to_dict(config),
            "checkpoint_every": every, "final_steps": final,
            "resumed_from": None if resumed_from is None else str(resumed_from.resolve()),
+           "evaluation": None if evaluation is None else attrs.asdict(evaluation),
            "records": records, "trace": json.loads(trace.to_json())}
     path.write_text(json.dumps(doc))
 

@@ -379,7 +379,8 @@ class Trainer:
             if self.trace_file is not None and run is not None and self.records:
                 resumed = self.setup.resumed
                 save_trace(self.trace_file, self.algo.name, self.config, run.trace, self.records,
-                           self.checkpoint_every, self.final, resumed.path if resumed else None)
+                           self.checkpoint_every, self.final, resumed.path if resumed else None,
+                           self.evaluation)
             ckpt = self.checkpointed
             self._result = TrainResult(
                 self.status, self.run_dir, self.last,

@@ -191,3 +191,17 @@ def test_every_single_agent_algorithm_reports_evaluations_beside_training(
                  if r["eval/return_mean"] not in ("", "nan")]
     assert evaluated, algo
     assert all(0 < of <= it and of % 2 == 0 for it, of in evaluated)
+
+
+def test_a_traced_run_with_evaluation_replays_exactly(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The trace of a run with evaluation on holds its evaluation settings, so ``rxrl replay``
+    rebuilds the plan that ran (its evaluation branch included: the async union's choices
+    between the two) and reproduces every record; the evaluations are not records."""
+    trace = tmp_path / "run.trace.json"
+    Trainer("ppo", tmp_path / "rx", backend="rx", steps=1536, settings=QUICK_PPO, loggers=["csv"],
+            handle_signals=False, evaluation_interval=1, evaluation_episodes=2, trace=trace).run()
+    assert json.loads(trace.read_text())["evaluation"] == {"interval": 1, "workers": 1, "episodes": 2}
+    capsys.readouterr()
+    assert main(["replay", str(trace)]) == 0
+    assert "identical: all 6 recorded iterations reproduced exactly" in capsys.readouterr().out

@@ -335,6 +335,9 @@ class Call(Unary):
     """``fn(actor, x)`` on one actor of ``group`` (see ``ops.call`` for which); emits the result.
 
     Up to ``max_in_flight`` calls are submitted ahead of the one whose result is emitted next.
+    With ``block=False`` a pull whose oldest call is still running answers ``NOT_READY``
+    instead of waiting for it: whether it did is the node's recorded choice (0: the result,
+    1: not ready), so a replay reproduces it.
     """
 
     op: ClassVar[str] = "call"
@@ -342,11 +345,13 @@ class Call(Unary):
     fn: Callable[[Any, Any], Any]
     route: Callable[[Any], int] | None
     max_in_flight: int = 1
+    block: bool = True
 
     def params(self) -> str:
         route = f", route={fn_name(self.route)}" if self.route is not None else ""
         ahead = f", max_in_flight={self.max_in_flight}" if self.max_in_flight != 1 else ""
-        return f"{self.group!r}, {fn_name(self.fn)}{route}{ahead}"
+        block = ", block=False" if not self.block else ""
+        return f"{self.group!r}, {fn_name(self.fn)}{route}{ahead}{block}"
 
     def groups(self) -> tuple[ActorGroup[Any], ...]:
         return (self.group,)

@@ -258,7 +258,7 @@ def broadcast(group: ActorGroup[A], fn: Callable[[A, T], object]) -> Op[T, T]:
 
 def call(
     group: ActorGroup[A], fn: Callable[[A, T], U], *, route: Callable[[T], int] | None = None,
-    max_in_flight: int = 1,
+    max_in_flight: int = 1, block: bool = True,
 ) -> Op[T, U]:
     """``fn(actor, x)`` on one actor of ``group``; the result flows on.
 
@@ -270,6 +270,12 @@ def call(
     been emitted and submits their calls, then emits the oldest result; results flow on in
     input order, and each actor still receives its calls in stream order. With ``k = 2`` a
     learner trains on batch i + 1 while batch i's result (new weights) goes downstream.
+
+    ``block=False`` (for a side branch under an asynchronous ``union``): once its calls are
+    submitted, a pull whose oldest call is still running answers ``NOT_READY`` rather than
+    waiting for it, so the union serves its other inputs meanwhile and comes back when the
+    result has landed. Whether the result was there is a recorded choice of the node (the
+    reference interpreter makes it by its schedule), so a run's trace replays exactly.
 
     >>> import rxrl
     >>> from rxrl import ops
@@ -291,8 +297,10 @@ def call(
         _callable(f"call({group!r})", site, route=route)
     k = _positive_int(f"call({group!r}, max_in_flight={max_in_flight!r})", site, "max_in_flight",
                       max_in_flight)
+    if not isinstance(block, bool):
+        raise PlanError(f"call({group!r})", site, f"block must be True or False, got {block!r}")
     return Op(lambda src: g.Call(input=src, group=group, fn=fn, route=route, max_in_flight=k,
-                                 site=site), "call")
+                                 block=block, site=site), "call")
 
 
 def _check_group(op: str, site: str, group: object) -> None:

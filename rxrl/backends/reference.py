@@ -53,6 +53,9 @@ class _Context:
         self.effects: dict[tuple[str, int], int] = {}
         #: what closing the run releases (observable subscriptions)
         self.closers: list[Callable[[], None]] = []
+        #: set when a non-blocking call deferred its result (answered NOT_READY by choice)
+        #: during the pull an async union is making: that input is pending, not tried
+        self.deferred = False
 
     def close(self) -> None:
         while self.closers:
@@ -290,7 +293,10 @@ def _call(ctx: _Context, node: g.Call, nid: int, ins: list[Streams]) -> Streams:
                 else:
                     results.append(_perform(ctx, nid, node, targets, x, position))
                     position += 1
-            if results:
+            if results and not node.block and ctx.choose(nid, node, [0, 1]) == 1:
+                ctx.deferred = True  # the result is held back, as if its call still ran
+                yield NOT_READY
+            elif results:
                 ok, y = results.popleft()
                 if not ok:
                     raise y
@@ -357,9 +363,11 @@ def _union(ctx: _Context, node: g.Union, nid: int, ins: list[Streams]) -> Stream
                 yield NOT_READY
                 continue
             i = ctx.choose(nid, node, candidates)
+            ctx.deferred = False
             x = next(its[i], END)
             if x is NOT_READY:
-                tried.add(i)
+                if not ctx.deferred:  # a deferred result: pending, not tried
+                    tried.add(i)
             elif x is END:
                 live.remove(i)
             elif node.emits(i):
@@ -425,12 +433,13 @@ def _root(ctx: _Context, stream: Iterator[Any]) -> Iterator[Any]:
     try:
         while True:
             ticks = clock.ticks
+            ctx.deferred = False
             x = next(stream, END)
             if x is END:
                 return
             if x is NOT_READY:
-                if clock.ticks != ticks:
-                    continue  # something moved on the way (a side flow): ask again
+                if clock.ticks != ticks or ctx.deferred:
+                    continue  # something moved on the way (a side flow), or a result was held back
                 # single-threaded, and nothing moved: nothing ever could
                 raise DeadlockError(ctx.blocked.report())
             yield x

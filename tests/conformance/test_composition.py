@@ -222,6 +222,61 @@ def test_replaying_pipelined_calls_to_stateful_actors_reproduces_the_run(backend
                              st.integers(0, 999)), law, scale=0.5)
 
 
+def test_a_non_blocking_call_under_an_async_union_replays_and_loses_nothing(backend: str) -> None:
+    """A ``call(..., block=False)`` side branch under an async union: every item of both
+    inputs comes out once, each input's in order, the call's actor sees its calls in stream
+    order, and the reference replaying the run's trace (the union's choices and the call's
+    deferrals) reproduces its output."""
+    def law(args: tuple[list[int], list[int], int, int]) -> None:
+        main, side, k, seed = args
+        learner, adders = rxrl.actors(Adder, 1), rxrl.actors(Adder, 1)
+        first = rxrl.from_iterable(main) | ops.call(learner, Adder.add) | ops.map(functools.partial(tag, 0))
+        second = (rxrl.from_iterable(side) | ops.call(adders, Adder.add, max_in_flight=k, block=False)
+                  | ops.map(functools.partial(tag, 1)))
+        plan = ops.union(first, second, mode="async")
+        out, replayed = outcome_and_replay(plan, backend, seed)
+        assert replayed == out and out[1] is None
+        assert [x for i, x in out[0] if i == 0] == list(itertools.accumulate(main))
+        assert [x for i, x in out[0] if i == 1] == list(itertools.accumulate(side))
+
+    check(backend, st.tuples(st.lists(ints, max_size=8), st.lists(ints, max_size=5), st.integers(1, 3),
+                             st.integers(0, 999)), law, scale=0.4)
+
+
+class Latch:
+    """An actor whose ``wait`` returns only once ``release`` was called (rx: actors share the process)."""
+
+    def __init__(self, event: Any) -> None:
+        self.event = event
+
+    def wait(self, x: int) -> int:
+        """``x``, once released (10 s at most)."""
+        assert self.event.wait(10), "never released: the driver waited for this call"
+        return x
+
+    def release(self, x: int) -> int:
+        """Release the waiting calls; ``x``."""
+        self.event.set()
+        return x
+
+
+def test_a_non_blocking_call_never_makes_the_driver_wait_for_it() -> None:
+    """Law (rx: actors on threads of one process): the side branch's call can only finish
+    after the main branch released it, so a driver that waited for it would never get to the
+    main branch: with ``block=False`` the union serves the main branch meanwhile, the call
+    finishes, and every item comes out."""
+    import threading
+
+    event = threading.Event()
+    latch = rxrl.actors(Latch, 1, event)
+    releaser = rxrl.actors(Latch, 1, event)
+    side = rxrl.from_iterable([100]) | ops.call(latch, Latch.wait, block=False)
+    main = rxrl.from_iterable(range(3)) | ops.call(releaser, Latch.release)
+    with rxrl.run(ops.union(side, main, mode="async"), "rx", timeout_s=20) as run:
+        out = list(run)
+    assert sorted(out) == [0, 1, 2, 100] and out[0] != 100
+
+
 def test_max_in_flight_below_one_is_a_plan_error_naming_it(backend: str) -> None:
     with pytest.raises(rxrl.PlanError, match=r"call\(Adder×1, max_in_flight=0\).*max_in_flight "
                                              r"must be an integer >= 1"):

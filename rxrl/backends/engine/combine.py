@@ -115,7 +115,8 @@ class AsyncUnion(Stream):
             self._last = i
             x = self.feeds[i].pull()
             if x is NOT_READY:
-                tried.add(i)
+                if not self.feeds[i].deferred():  # a deferred result: pending, not tried
+                    tried.add(i)
             elif x is END:
                 self._live.remove(i)
             elif self._node.emits(i):

@@ -75,6 +75,12 @@ class Call(Stream):
                 calls.append(self._submit(x))
         if not calls:
             return END if self._ended else NOT_READY
+        if not self._node.block:  # not ready rather than wait: a recorded choice
+            self._rt.poll(calls)
+            waiting = not calls[0].done()
+            self._rt.report.choice(self._nid, self._node, int(waiting), [0, 1])
+            if waiting:
+                return NOT_READY
         head = calls.popleft()
         return self._rt.result(head, self._node, f"the actor it called ({self._node.group!r})")
 
@@ -82,11 +88,16 @@ class Call(Stream):
         calls = self._calls
         if not calls:
             return False  # a pull submits a call and waits for it
+        if not self._node.block:  # nobody waits on it: look whether its result has landed
+            self._rt.poll([calls[0]])
         return calls[0].done() and (len(calls) >= self._k or self._ended or self._source.ready())
 
     def pending(self) -> bool:
         calls = self._calls
         return (bool(calls) and not calls[0].done()) or (not calls and self._source.pending())
+
+    def deferred(self) -> bool:
+        return not self._node.block and bool(self._calls) and not self._calls[0].done()
 
 
 class Broadcast(Stream):

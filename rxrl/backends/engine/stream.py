@@ -42,6 +42,11 @@ class Stream(abc.ABC):
         """Whether, without being pulled, this stream will become ready (work is in flight)."""
         return False
 
+    def deferred(self) -> bool:
+        """Whether its last ``NOT_READY`` only deferred a result still under way (a
+        non-blocking call): an async union comes back to it without waiting for the clock."""
+        return any(feed.deferred() for feed in self.inputs())
+
     def want(self) -> None:
         """Note (while lowering) that the consumer reads values."""
         self.wanted = True

@@ -240,7 +240,7 @@ def test_a_non_blocking_call_under_an_async_union_replays_and_loses_nothing(back
         assert [x for i, x in out[0] if i == 1] == list(itertools.accumulate(side))
 
     check(backend, st.tuples(st.lists(ints, max_size=8), st.lists(ints, max_size=5), st.integers(1, 3),
-                             st.integers(0, 999)), law, scale=0.4)
+                             st.integers(0, 999)), law, scale=0.25)
 
 
 class Latch:

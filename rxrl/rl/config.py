@@ -9,6 +9,8 @@ import attrs
 from attrs import validators as v
 
 Activation = Literal["tanh", "relu"]
+#: `PolicyConfig.recurrent`: no recurrent core, an LSTM or a GRU
+Recurrent = Literal["none", "lstm", "gru"]
 
 
 def _positive_ints(
@@ -31,6 +33,26 @@ def _tau(inst: object, attribute: attrs.Attribute[float], value: float) -> None:
         raise ValueError(f"{type(inst).__name__}.{attribute.name} must be in (0, 1], got {value!r}")
 
 
+def _int_at_least(minimum: int) -> Callable[[object, attrs.Attribute[int], int], None]:
+    def check(inst: object, attribute: attrs.Attribute[int], value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{type(inst).__name__}.{attribute.name} must be an integer >= {minimum}, "
+                             f"got {value!r}")
+
+    return check
+
+
+def _unit_interval(inst: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be in [0, 1], got {value!r}")
+
+
+def _optional_int_at_least_1(inst: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be None or an integer >= 1, "
+                         f"got {value!r}")
+
+
 # Typed as optional so that attrs infers the optional field type from the default.
 _GRAD_CLIP: float | None = 0.5
 
@@ -50,6 +72,12 @@ class PolicyConfig:
     divide rewards by the running std of the discounted return (clipped to
     `+-reward_clip`) before GAE. The statistics live in the policy's `state_dict` (so in
     weights and checkpoints), are merged on the learner and reach workers with the weights.
+
+    Recurrence (`rxrl.rl.models.recurrent`): `recurrent="lstm"` or `"gru"` puts a core of
+    `recurrent_size` units between the trunk and both heads (the actor and the critic then
+    share the trunk and the core); workers carry its state across fragments and reset it at
+    episode starts, and learners train on `rxrl.rl.data.sequences.SequenceBatch` es of
+    `sequence_length` steps (None: a whole fragment per sequence).
     """
 
     hidden_sizes: tuple[int, ...] = attrs.field(default=(64, 64), validator=_positive_ints)
@@ -60,11 +88,25 @@ class PolicyConfig:
     obs_clip: float = attrs.field(default=10.0, validator=v.gt(0.0))
     scale_rewards: bool = False
     reward_clip: float = attrs.field(default=10.0, validator=v.gt(0.0))
+    recurrent: Recurrent = attrs.field(default="none", validator=v.in_(("none", "lstm", "gru")))
+    recurrent_size: int = attrs.field(default=64, validator=_int_at_least(1))
+    sequence_length: int | None = attrs.field(default=None, validator=_optional_int_at_least_1)
 
     @property
     def normalizes(self) -> bool:
         """Whether the policy carries running statistics (`normalize_obs` or `scale_rewards`)."""
         return self.normalize_obs or self.scale_rewards
+
+    @property
+    def is_recurrent(self) -> bool:
+        """Whether the policy has a recurrent core (`recurrent` is not ``"none"``)."""
+        return self.recurrent != "none"
+
+    @property
+    def state_size(self) -> int:
+        """Floats of recurrent state per environment: ``2 * recurrent_size`` for an LSTM (its
+        ``h`` then its ``c``), ``recurrent_size`` for a GRU, 0 without a core."""
+        return {"none": 0, "lstm": 2, "gru": 1}[self.recurrent] * self.recurrent_size
 
 
 @attrs.frozen
@@ -100,26 +142,6 @@ class PPOConfig:
     normalize_advantages: bool = True
     target_kl: float | None = attrs.field(default=None, validator=_optional_positive)
     adam_eps: float = attrs.field(default=1e-5, validator=v.gt(0.0))
-
-
-def _int_at_least(minimum: int) -> Callable[[object, attrs.Attribute[int], int], None]:
-    def check(inst: object, attribute: attrs.Attribute[int], value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{type(inst).__name__}.{attribute.name} must be an integer >= {minimum}, "
-                             f"got {value!r}")
-
-    return check
-
-
-def _unit_interval(inst: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be in [0, 1], got {value!r}")
-
-
-def _optional_int_at_least_1(inst: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be None or an integer >= 1, "
-                         f"got {value!r}")
 
 
 _NO_ANNEALING: int | None = None

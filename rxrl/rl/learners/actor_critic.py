@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -17,6 +17,7 @@ from rxrl.rl.config import A2CConfig, PolicyConfig, PPOConfig
 from rxrl.rl.data.batch import SampleBatch
 from rxrl.rl.data.metrics import TrainMetrics
 from rxrl.rl.data.running_stats import NormStats
+from rxrl.rl.data.sequences import SequenceBatch
 from rxrl.rl.learners.adam import Adam
 from rxrl.rl.models.policy import ActorCritic, Weights, make_policy
 from rxrl.rl.objectives.losses import (
@@ -100,13 +101,22 @@ class Learner:
         #: transitions trained on so far (a learning-rate schedule's clock)
         self.env_steps_trained = 0
 
-    def tensors(self, batch: SampleBatch) -> TensorBatch:
+    def tensors(self, batch: SampleBatch | SequenceBatch) -> TensorBatch:
         """The loss columns of ``batch`` as tensors on the learner's device."""
         t = TensorBatch.from_batch(batch)
         if self.device.type == "cpu":
             return t
-        return TensorBatch(**{f.name: getattr(t, f.name).to(self.device, non_blocking=True)
-                              for f in attrs.fields(TensorBatch)})
+        moved: dict[str, Any] = {f.name: None if getattr(t, f.name) is None
+                                 else getattr(t, f.name).to(self.device, non_blocking=True)
+                                 for f in attrs.fields(TensorBatch)}
+        return TensorBatch(**moved)
+
+    def _flat(self, method: str) -> None:
+        """ValueError when a recurrent policy is asked to train on flat transitions."""
+        if self.policy.core is not None:
+            raise ValueError(f"{type(self).__name__}.{method}: this policy is recurrent "
+                             f"(policy.recurrent={self.policy.config.recurrent!r}); it trains on "
+                             "sequences: train_sequences(SequenceBatch), from RolloutWorker.sample_sequences")
 
     def get_weights(self) -> Weights:
         """The policy weights as a dict of numpy arrays (what workers' `set_weights` takes)."""
@@ -178,13 +188,24 @@ class PPOLearner(Learner):
 
     def train(self, batch: SampleBatch) -> TrainMetrics:
         """Update the policy on `batch`; stops early once approx-KL exceeds `target_kl`."""
+        self._flat("train")
+        return self._train(batch, batch.minibatches, batch.norm_stats)
+
+    def train_sequences(self, batch: SequenceBatch) -> TrainMetrics:
+        """`train` over sequences (a recurrent policy's): minibatches of whole sequences,
+        each evaluated from its initial state with the episode starts' resets."""
+        return self._train(batch.batch, batch.minibatches, batch.batch.norm_stats)
+
+    def _train(self, batch: SampleBatch,
+               minibatches: Callable[[int, np.random.Generator], Iterator[SampleBatch | SequenceBatch]],
+               norm_stats: NormStats | None) -> TrainMetrics:
         start, c = time.perf_counter(), self.config
         if len(batch) == 0:
             raise ValueError("PPOLearner.train: got an empty batch")
         terms: list[LossTerms] = []
         norms: list[float] = []
         for _ in range(c.num_epochs):
-            for minibatch in batch.minibatches(c.minibatch_size, self.rng):
+            for minibatch in minibatches(c.minibatch_size, self.rng):
                 term = ppo_loss(
                     self.policy,
                     self.tensors(minibatch),
@@ -198,7 +219,7 @@ class PPOLearner(Learner):
                 terms.append(term)
             if c.target_kl is not None and terms[-1].approx_kl > c.target_kl:
                 break
-        self.merge_stats(batch.norm_stats)
+        self.merge_stats(norm_stats)
         self.env_steps_trained += len(batch)
         return train_metrics(terms, norms, batch, start, num_updates=len(terms))
 
@@ -220,12 +241,21 @@ class A2CLearner(Learner):
 
     def train(self, batch: SampleBatch) -> TrainMetrics:
         """One optimizer step of the A2C loss on the whole batch."""
+        self._flat("train")
+        return self._train(batch, self.tensors(batch))
+
+    def train_sequences(self, batch: SequenceBatch) -> TrainMetrics:
+        """`train` over sequences (a recurrent policy's), each evaluated from its initial
+        state with the episode starts' resets."""
+        return self._train(batch.batch, self.tensors(batch))
+
+    def _train(self, batch: SampleBatch, tensors: TensorBatch) -> TrainMetrics:
         start, c = time.perf_counter(), self.config
         if len(batch) == 0:
             raise ValueError("A2CLearner.train: got an empty batch")
         term = a2c_loss(
             self.policy,
-            self.tensors(batch),
+            tensors,
             vf_coef=c.vf_coef,
             ent_coef=c.ent_coef,
             normalize_advantages=c.normalize_advantages,

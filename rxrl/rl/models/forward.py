@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from rxrl.rl.config import PolicyConfig
 from rxrl.rl.data.running_stats import ArrayNormalizer
+from rxrl.rl.models.cells import Cell
 
 #: Policy weights as plain numpy arrays, keyed by torch state-dict name: cheap to pickle.
 Weights = dict[str, npt.NDArray[np.float32]]
@@ -125,25 +126,56 @@ class Forward:
             if indices:
                 self.layers[part] = [_Linear(params[f"{part}.{i}.weight"], params[f"{part}.{i}.bias"])
                                      for i in indices]
+        #: the recurrent core's step (`PolicyConfig.recurrent`), else None
+        self.cell = Cell.of(params, config.recurrent) if config.is_recurrent else None
 
     def act(self, obs: npt.NDArray[Any], sampler: np.random.Generator, deterministic: bool = False
             ) -> tuple[npt.NDArray[Any], FloatArray, FloatArray]:
         """`(actions, logp, values)` for a batch of observations, sampling from ``sampler``
         (the mode instead with ``deterministic``; `logp` is then the mode's)."""
+        self._stateless("act")
         x = self.encode(obs)
         pi_hidden = self.mlp("pi_trunk", x)
         vf_hidden = pi_hidden if "vf_trunk" not in self.layers else self.mlp("vf_trunk", x)
-        out = self.mlp("pi_head", pi_hidden)
-        actions: npt.NDArray[Any]
-        if self.categorical:
-            actions, logp = categorical_sample(out, sampler, deterministic)
-        else:
-            assert self.log_std is not None
-            actions, logp = gaussian_sample(out, self.log_std, sampler, deterministic)
+        actions, logp = self.sample(self.mlp("pi_head", pi_hidden), sampler, deterministic)
         return actions, logp, self.mlp("vf_head", vf_hidden)[:, 0]
+
+    def act_recurrent(self, obs: npt.NDArray[Any], state: FloatArray, sampler: np.random.Generator,
+                      deterministic: bool = False
+                      ) -> tuple[npt.NDArray[Any], FloatArray, FloatArray, FloatArray]:
+        """`(actions, logp, values, new_state)` of a recurrent policy for observations and
+        the states ``[B, state_size]`` they are seen in (zeroed by the caller where an
+        episode starts)."""
+        hidden, new_state = self._core(obs, state)
+        actions, logp = self.sample(self.mlp("pi_head", hidden), sampler, deterministic)
+        return actions, logp, self.mlp("vf_head", hidden)[:, 0], new_state
+
+    def value_recurrent(self, obs: npt.NDArray[Any], state: FloatArray) -> FloatArray:
+        """Value estimates `[B]` of a recurrent policy for observations seen in ``state``."""
+        return self.mlp("vf_head", self._core(obs, state)[0])[:, 0]
+
+    def sample(self, out: FloatArray, sampler: np.random.Generator, deterministic: bool
+               ) -> tuple[npt.NDArray[Any], FloatArray]:
+        """Actions and their log-probabilities from the policy head's output."""
+        if self.categorical:
+            return categorical_sample(out, sampler, deterministic)
+        assert self.log_std is not None
+        return gaussian_sample(out, self.log_std, sampler, deterministic)
+
+    def _core(self, obs: npt.NDArray[Any], state: FloatArray) -> tuple[FloatArray, FloatArray]:
+        if self.cell is None:
+            raise ValueError("act_recurrent / value_recurrent need a recurrent policy "
+                             "(PolicyConfig.recurrent='lstm' or 'gru'); use act / value")
+        return self.cell(self.mlp("pi_trunk", self.encode(obs)), state)
+
+    def _stateless(self, method: str) -> None:
+        if self.cell is not None:
+            raise ValueError(f"{method}: this policy is recurrent (PolicyConfig.recurrent="
+                             f"{self.config.recurrent!r}); use {method}_recurrent with a state")
 
     def value(self, obs: npt.NDArray[Any]) -> FloatArray:
         """Value estimates `[B]` for a batch of observations."""
+        self._stateless("value")
         x = self.encode(obs)
         hidden = self.mlp("pi_trunk" if "vf_trunk" not in self.layers else "vf_trunk", x)
         return self.mlp("vf_head", hidden)[:, 0]
@@ -225,6 +257,15 @@ class NumpyActorCritic:
     def value(self, obs: npt.NDArray[Any]) -> FloatArray:
         """Value estimates `[B]`, as `ActorCritic.value`."""
         return self._forward.value(obs)
+
+    def act_recurrent(self, obs: npt.NDArray[Any], state: FloatArray, deterministic: bool = False
+                      ) -> tuple[npt.NDArray[Any], FloatArray, FloatArray, FloatArray]:
+        """`(actions, logp, values, new_state)`, as `ActorCritic.act_recurrent`."""
+        return self._forward.act_recurrent(obs, state, self.sampler, deterministic)
+
+    def value_recurrent(self, obs: npt.NDArray[Any], state: FloatArray) -> FloatArray:
+        """Value estimates `[B]`, as `ActorCritic.value_recurrent`."""
+        return self._forward.value_recurrent(obs, state)
 
     def get_weights(self) -> Weights:
         """A copy of every entry."""

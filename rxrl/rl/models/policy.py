@@ -31,6 +31,7 @@ from rxrl.rl.models.forward import (
     check_weights,
 )
 from rxrl.rl.models.normalizer import Normalizer
+from rxrl.rl.models.recurrent import make_core, run_sequences
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -102,7 +103,13 @@ class ActorCritic(nn.Module, ABC):
                            if config.normalizes else None)
         with one_thread():  # initial weights that do not depend on the process's thread count
             self.pi_trunk = _trunk(in_dim, config, init)
-            self.vf_trunk = None if config.shared_trunk else _trunk(in_dim, config, init)
+            # a recurrent core feeds both heads: the actor and the critic share trunk and core
+            shared = config.shared_trunk or config.is_recurrent
+            self.vf_trunk = None if shared else _trunk(in_dim, config, init)
+            #: the recurrent core (`rxrl.rl.models.recurrent`), or None
+            self.core = make_core(config, width, init) if config.is_recurrent else None
+            if self.core is not None:
+                width = config.recurrent_size
             self.pi_head = _layer(width, out_dim, 0.01, init)
             self.vf_head = _layer(width, 1, 1.0, init)
         self.sampler = np.random.default_rng(seed)
@@ -139,8 +146,31 @@ class ActorCritic(nn.Module, ABC):
     def evaluate(
         self, obs: torch.Tensor, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Differentiable `(logp, entropy, values)`, each `[B]`, of `actions` at `obs`."""
+        """Differentiable `(logp, entropy, values)`, each `[B]`, of `actions` at `obs`
+        (a recurrent policy: `evaluate_sequences`)."""
+        if self.core is not None:
+            raise ValueError("ActorCritic.evaluate: this policy is recurrent (PolicyConfig.recurrent="
+                             f"{self.config.recurrent!r}); evaluate sequences with evaluate_sequences")
         out, values = self.heads(self.encode(obs))
+        logp, entropy = self._logp_entropy(out, actions)
+        return logp, entropy, values
+
+    def evaluate_sequences(
+        self, obs: torch.Tensor, actions: torch.Tensor, starts: torch.Tensor, initial_state: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Differentiable `(logp, entropy, values)`, each `[B]`, over env-major sequences: the
+        `B` rows are `S = len(initial_state)` sequences of `B / S` steps; sequence `s` starts
+        from `initial_state[s]` and the state is zeroed at every row of `starts` (`[B]` bool),
+        as the worker computed them (`rxrl.rl.models.recurrent.run_sequences`). A policy
+        without a core evaluates the rows as `evaluate` does."""
+        if self.core is None:
+            return self.evaluate(obs, actions)
+        num_seq = initial_state.shape[0]
+        features = self.pi_trunk(self.encode(obs))
+        hidden = run_sequences(self.core, features.reshape(num_seq, -1, features.shape[-1]),
+                               starts.reshape(num_seq, -1), initial_state)
+        hidden = hidden.reshape(obs.shape[0], -1)
+        out, values = self.pi_head(hidden), self.vf_head(hidden).squeeze(-1)
         logp, entropy = self._logp_entropy(out, actions)
         return logp, entropy, values
 
@@ -164,6 +194,16 @@ class ActorCritic(nn.Module, ABC):
     def value(self, obs: npt.NDArray[Any]) -> FloatArray:
         """Value estimates `[B]` for a batch of observations (numpy, no autograd)."""
         return self._rollout().value(obs)
+
+    def act_recurrent(self, obs: npt.NDArray[Any], state: FloatArray, deterministic: bool = False
+                      ) -> tuple[npt.NDArray[Any], FloatArray, FloatArray, FloatArray]:
+        """A recurrent policy's `act`: `(actions, logp, values, new_state)` for observations
+        seen in states `[B, state_size]` (zero a row's state before its episode's first step)."""
+        return self._rollout().act_recurrent(obs, state, self.sampler, deterministic)
+
+    def value_recurrent(self, obs: npt.NDArray[Any], state: FloatArray) -> FloatArray:
+        """A recurrent policy's `value`: estimates `[B]` for observations seen in ``state``."""
+        return self._rollout().value_recurrent(obs, state)
 
     def _rollout(self) -> Forward:
         """The numpy forward over views of this policy's parameters and buffers."""

@@ -13,12 +13,14 @@ import torch
 from rxrl.rl.config import A2CConfig
 from rxrl.rl.data.batch import SampleBatch
 from rxrl.rl.data.metrics import TrainMetrics
+from rxrl.rl.data.sequences import SequenceBatch
 from rxrl.rl.models.policy import ActorCritic
 
 
 @attrs.frozen
 class TensorBatch:
-    """The columns of a `SampleBatch` that losses read, as torch tensors (shared memory)."""
+    """The columns of a `SampleBatch` that losses read, as torch tensors (shared memory); of a
+    `SequenceBatch`, also its episode starts and initial states."""
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -26,19 +28,32 @@ class TensorBatch:
     values: torch.Tensor
     advantages: torch.Tensor
     value_targets: torch.Tensor
+    starts: torch.Tensor | None = None
+    initial_state: torch.Tensor | None = None
 
     @staticmethod
-    def from_batch(batch: SampleBatch) -> TensorBatch:
+    def from_batch(batch: SampleBatch | SequenceBatch) -> TensorBatch:
         """Wrap the batch's arrays without copying where dtypes allow."""
         t = torch.as_tensor
+        rows = batch.batch if isinstance(batch, SequenceBatch) else batch
+        sequences = ({"starts": t(batch.starts), "initial_state": t(batch.initial_state)}
+                     if isinstance(batch, SequenceBatch) else {})
         return TensorBatch(
-            obs=t(batch.obs),
-            actions=t(batch.actions),
-            logp=t(batch.logp),
-            values=t(batch.values),
-            advantages=t(batch.advantages),
-            value_targets=t(batch.value_targets),
+            obs=t(rows.obs),
+            actions=t(rows.actions),
+            logp=t(rows.logp),
+            values=t(rows.values),
+            advantages=t(rows.advantages),
+            value_targets=t(rows.value_targets),
+            **sequences,
         )
+
+    def evaluate(self, policy: ActorCritic) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The policy's differentiable `(logp, entropy, values)` of these rows: over sequences
+        (`ActorCritic.evaluate_sequences`) when they are a sequence batch's."""
+        if self.starts is None or self.initial_state is None:
+            return policy.evaluate(self.obs, self.actions)
+        return policy.evaluate_sequences(self.obs, self.actions, self.starts, self.initial_state)
 
 
 @attrs.frozen
@@ -76,7 +91,7 @@ def ppo_loss(
     value clipped to within `clip_coef` of the behaviour value (or just `(v - R)^2` without
     `clip_vloss`).
     """
-    logp, entropy, values = policy.evaluate(b.obs, b.actions)
+    logp, entropy, values = b.evaluate(policy)
     log_ratio = logp - b.logp
     ratio = log_ratio.exp()
     adv = _normalized(b.advantages, normalize_advantages)
@@ -116,7 +131,7 @@ def a2c_loss(
 
     `approx_kl` is measured against the batch's behaviour log-probs (0 on-policy).
     """
-    logp, entropy, values = policy.evaluate(b.obs, b.actions)
+    logp, entropy, values = b.evaluate(policy)
     adv = _normalized(b.advantages, normalize_advantages)
     pg_loss = -(logp * adv).mean()
     v_loss = 0.5 * (values - b.value_targets).square().mean()

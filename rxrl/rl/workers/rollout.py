@@ -18,6 +18,7 @@ from rxrl.rl.data.batch import SampleBatch
 from rxrl.rl.data.episode_metrics import EpisodeMetricsRecorder
 from rxrl.rl.data.fragment import Fragment
 from rxrl.rl.data.running_stats import NormStats, ReturnTracker, RunningMoments
+from rxrl.rl.data.sequences import SequenceBatch
 from rxrl.rl.models.forward import FloatArray, NumpyActorCritic, ObsNormalizer, Weights
 from rxrl.rl.models.initial import InitialWeights, weights_of
 from rxrl.rl.objectives.gae import compute_gae
@@ -47,6 +48,15 @@ class RolloutPolicy(Protocol):
 
     def value(self, obs: npt.NDArray[Any]) -> FloatArray:
         """Value estimates of a batch of observations."""
+        ...
+
+    def act_recurrent(self, obs: npt.NDArray[Any], state: FloatArray, deterministic: bool = False
+                      ) -> tuple[npt.NDArray[Any], FloatArray, FloatArray, FloatArray]:
+        """A recurrent policy's `(actions, logp, values, new_state)`."""
+        ...
+
+    def value_recurrent(self, obs: npt.NDArray[Any], state: FloatArray) -> FloatArray:
+        """A recurrent policy's value estimates of observations seen in ``state``."""
         ...
 
     def seed_sampling(self, seed: int) -> None:
@@ -104,6 +114,14 @@ class RolloutWorker:
     ``episode_metrics`` (``"module:function"``, `rxrl.rl.data.episode_metrics`): called for
     every episode that ends, with that sub-env's final info and the episode's raw return and
     length; its values are the batch's ``episode_metrics``, aligned with ``episode_returns``.
+
+    A recurrent policy (`PolicyConfig.recurrent`) acts with a state per environment that the
+    worker carries from step to step and across fragments, and zeroes before the first step
+    of each episode (per env: at its reset). `sample_sequences` returns the fragment as a
+    `SequenceBatch` with the episode starts and the state each sequence of
+    `PolicyConfig.sequence_length` steps started from, so that a learner recomputes exactly
+    what the worker computed. Dropped surplus steps advance the state as they advanced the
+    env: the next fragment's states are the ones its first steps were taken in.
     """
 
     def __init__(
@@ -133,6 +151,10 @@ class RolloutWorker:
             torch.set_num_threads(torch_threads)
         self.env_id, self.num_envs, self.fragment_length = env, num_envs, fragment_length
         self.seed, self.worker_index, self.gamma, self.lam = seed, worker_index, gamma, lam
+        config = policy or PolicyConfig()
+        if config.sequence_length is not None and fragment_length % config.sequence_length:
+            raise ValueError(f"RolloutWorker: policy.sequence_length ({config.sequence_length}) must "
+                             f"divide fragment_length ({fragment_length})")
         self.env = make_vector_env(env, num_envs, vectorization_mode, env_kwargs, vector_kwargs)
         self.next_step_reset = autoreset_mode(self.env) is AutoresetMode.NEXT_STEP
         self.spaces = EnvSpaces(self.env.single_observation_space, self.env.single_action_space)
@@ -151,6 +173,10 @@ class RolloutWorker:
         self.weights_version = 0
         # NEXT_STEP: True where the previous step ended an episode, so this step resets.
         self._resetting = np.zeros(num_envs, dtype=np.bool_)
+        # a recurrent policy's state per env, and where the next step starts an episode
+        self._state: FloatArray | None = (np.zeros((num_envs, config.state_size), np.float32)
+                                          if config.is_recurrent else None)
+        self._starts = np.ones(num_envs, dtype=np.bool_)
         self._episode_return = np.zeros(num_envs, dtype=np.float64)
         self._episode_length = np.zeros(num_envs, dtype=np.int64)
         # reward scaling: the running discounted returns whose std rewards are divided by
@@ -167,8 +193,31 @@ class RolloutWorker:
     def sample(self) -> SampleBatch:
         """Step the envs for one fragment and return it (see the class docstring)."""
         steps = self._step_fragment(final_obs=False)
-        batch = steps.batch(self.policy.value(self._obs), self.fragment_length, self.gamma, self.lam)
-        return self._with_stats(batch)
+        return self._with_stats(self._gae_batch(steps))
+
+    def sample_sequences(self) -> SequenceBatch:
+        """Step the envs for one fragment and return it as sequences, for a learner of a
+        recurrent policy: `sample`'s transitions (advantages included) with the episode starts
+        and the state at the start of every `PolicyConfig.sequence_length` steps (the class
+        docstring). A policy without a core gives states of size 0."""
+        steps = self._step_fragment(final_obs=False)
+        batch = self._with_stats(self._gae_batch(steps))
+        starts, states = steps.sequence_columns(self.fragment_length)
+        length = self.policy.config.sequence_length or self.fragment_length
+        return SequenceBatch(batch, length, starts, states[::length])
+
+    def _gae_batch(self, steps: _Steps) -> SampleBatch:
+        last_values = self._value(self._obs, self._state, self._starts)
+        return steps.batch(last_values, self.fragment_length, self.gamma, self.lam)
+
+    def _value(self, obs: npt.NDArray[Any], state: FloatArray | None,
+               starts: npt.NDArray[np.bool_] | None = None) -> FloatArray:
+        """Values of ``obs`` (seen in ``state``, zeroed where ``starts``, if recurrent)."""
+        if state is None:
+            return self.policy.value(obs)
+        if starts is not None and starts.any():
+            state = np.where(starts[:, None], np.float32(0.0), state)
+        return self.policy.value_recurrent(obs, state)
 
     def sample_fragment(self) -> Fragment:
         """Step the envs for one fragment and return it raw, for an off-policy learner.
@@ -199,7 +248,12 @@ class RolloutWorker:
         target = self.fragment_length
         obs = self._obs
         while counts.min() < target:
-            actions, logp, values = self.policy.act(obs)
+            if self._state is not None:  # zero the state where an episode starts, then act in it
+                self._state[self._starts] = 0.0
+                steps.recurrent(self._starts, self._state)
+                actions, logp, values, self._state = self.policy.act_recurrent(obs, self._state)
+            else:
+                actions, logp, values = self.policy.act(obs)
             obs = obs.copy()  # before stepping: some vector envs reuse one observation buffer
             next_obs, rewards, terminated, truncated, infos = self.env.step(self._env_actions(actions))
             valid = ~self._resetting
@@ -226,8 +280,10 @@ class RolloutWorker:
                     if final_obs:
                         steps.final_obs.append((len(steps.values) - 1, ended, finals))
                     else:
-                        steps.final_values.append((len(steps.values) - 1, ended,
-                                                   self.policy.value(finals)))
+                        steps.final_values.append((len(steps.values) - 1, ended, self._value(
+                            finals, None if self._state is None else self._state[ended])))
+            # the next step starts an episode where this one reset (NEXT_STEP) or ended (SAME_STEP)
+            self._starts = ~valid if self.next_step_reset else done
             if self.next_step_reset:
                 self._resetting = done
             obs = next_obs
@@ -289,6 +345,31 @@ class _Steps:
         self.final_obs: list[tuple[int, npt.NDArray[np.intp], npt.NDArray[Any]]] = []
         #: the ended episodes' custom metrics (`RolloutWorker`'s ``episode_metrics``)
         self.metrics: dict[str, npt.NDArray[np.float64]] = {}
+        # recurrent policies: per step, where an episode started and the state acted in
+        self.starts: list[npt.NDArray[np.bool_]] = []
+        self.states: list[FloatArray] = []
+
+    def recurrent(self, starts: npt.NDArray[np.bool_], state: FloatArray) -> None:
+        self.starts.append(starts.copy())
+        self.states.append(state.copy())
+
+    def _rows(self, length: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+        """``(rows, cols)``: indexing a ``[S, N, ...]`` stack of steps with them gives each
+        env's first `length` valid steps, ``[N, length, ...]`` (env-major once flattened)."""
+        valid = np.stack(self.valid)
+        rows = np.stack([np.flatnonzero(valid[:, i])[:length] for i in range(valid.shape[1])])
+        return rows, np.arange(valid.shape[1])[:, None]
+
+    def sequence_columns(self, length: int) -> tuple[npt.NDArray[np.bool_], FloatArray]:
+        """Per kept row, env-major: whether it starts an episode, and the state it was acted
+        in (``[B, 0]`` states for a policy without a core)."""
+        rows, cols = self._rows(length)
+        n = rows.size
+        if not self.states:
+            return np.zeros(n, np.bool_), np.zeros((n, 0), np.float32)
+        starts = np.stack(self.starts)[rows, cols].reshape(n)
+        states: FloatArray = np.stack(self.states)[rows, cols].reshape(n, -1)
+        return starts, states
 
     def add(self, *arrays: npt.NDArray[Any]) -> None:
         obs, actions, logp, values, rewards, terminated, truncated, valid = arrays

@@ -1,0 +1,85 @@
+"""A policy's recurrent core in torch: an LSTM or GRU run over sequences with episode resets.
+
+How state flows (docs/rl.md, "Recurrent policies"): a worker carries each environment's state
+from step to step and from fragment to fragment, zeroes it before the first step of every
+episode, and records the state each sequence starts from. The learner runs the core over a
+sequence from that state, zeroing it where a row starts an episode, and so recomputes what
+the worker computed step by step (`rxrl.rl.models.cells`, the worker's numpy step).
+
+Why packed segments and not a masked loop: a step-by-step `LSTMCell` loop costs one small
+kernel call per time step forward and backward. Cutting every sequence at its episode starts
+gives segments that each begin from a known state (the recorded one, or zeros), and one
+`nn.LSTM` / `nn.GRU` call runs all of them as a packed batch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from rxrl.rl.config import PolicyConfig
+
+
+def make_core(config: PolicyConfig, n_in: int, generator: torch.Generator) -> nn.LSTM | nn.GRU:
+    """The config's core (one layer of ``recurrent_size`` units over ``n_in`` inputs), with
+    orthogonal weights and zero biases drawn from ``generator`` (CleanRL's LSTM init)."""
+    cls = {"lstm": nn.LSTM, "gru": nn.GRU}.get(config.recurrent)
+    if cls is None:
+        raise ValueError(f"make_core: policy.recurrent must be 'lstm' or 'gru', got {config.recurrent!r}")
+    core: nn.LSTM | nn.GRU = cls(n_in, config.recurrent_size)
+    for name, param in core.named_parameters():
+        if name.startswith("weight"):
+            nn.init.orthogonal_(param, 1.0, generator=generator)
+        else:
+            nn.init.zeros_(param)
+    return core
+
+
+def _split_state(core: nn.LSTM | nn.GRU,
+                 state: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """A ``[B, state_size]`` state as the core's ``h0`` (``(h0, c0)`` for an LSTM), each ``[1, B, size]``."""
+    size = core.hidden_size
+    if isinstance(core, nn.LSTM):
+        return state[None, :, :size].contiguous(), state[None, :, size:].contiguous()
+    return state[None].contiguous()
+
+
+def run_sequences(core: nn.LSTM | nn.GRU, x: torch.Tensor, starts: torch.Tensor,
+                  initial_state: torch.Tensor) -> torch.Tensor:
+    """The core's outputs ``[S, T, size]`` over inputs ``[S, T, n_in]``: sequence ``s`` starts
+    from ``initial_state[s]`` (``[S, state_size]``) and the state is zeroed before every step
+    where ``starts[s, t]`` (``[S, T]`` bool) is set, as the worker zeroed it."""
+    num_seq, length = starts.shape
+    first = starts.clone()
+    first[:, 0] = True  # a segment begins at every episode start and at every sequence start
+    flat_first = first.reshape(-1)
+    segment = torch.cumsum(flat_first.long(), 0) - 1  # [S*T]: each row's segment
+    num_segments = int(segment[-1].item()) + 1
+    begins = torch.nonzero(flat_first).squeeze(1)  # row where each segment begins
+    position = torch.arange(num_seq * length, device=x.device) - begins[segment]
+    lengths = torch.bincount(segment, minlength=num_segments)
+    # a segment starts from its sequence's recorded state unless it starts an episode
+    state_size = initial_state.shape[1]
+    h0 = torch.zeros(num_segments, state_size, dtype=x.dtype, device=x.device)
+    carries = ~starts.reshape(-1)[begins] & (begins % length == 0)
+    h0[carries] = initial_state[begins[carries] // length].to(x.dtype)
+    padded = x.new_zeros(int(lengths.max().item()), num_segments, x.shape[-1])
+    padded[position, segment] = x.reshape(num_seq * length, -1)
+    packed = pack_padded_sequence(padded, lengths.cpu(), enforce_sorted=False)
+    out, _ = core(packed, _split_state(core, h0))
+    unpacked, _ = pad_packed_sequence(out)
+    result: torch.Tensor = unpacked[position, segment]
+    return result.reshape(num_seq, length, -1)
+
+
+def step(core: nn.LSTM | nn.GRU, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step of the core: ``(output [B, size], new_state [B, state_size])`` (the torch twin
+    of `rxrl.rl.models.cells.Cell`, for tests and tools)."""
+    out, new = core(x[None], _split_state(core, state))
+    if isinstance(new, tuple):
+        return out[0], torch.cat([new[0][0], new[1][0]], dim=1)
+    return out[0], new[0]
+
+
+__all__ = ["make_core", "run_sequences", "step"]

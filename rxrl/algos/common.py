@@ -22,6 +22,7 @@ from rxrl.rl.config import PolicyConfig
 from rxrl.rl.data.batch import SampleBatch, standardize
 from rxrl.rl.data.episode_metrics import declared_names, resolve_episode_metrics
 from rxrl.rl.data.metrics import EpisodeStats, Metrics, MetricsAccumulator, TrainMetrics
+from rxrl.rl.data.sequences import SequenceBatch
 from rxrl.rl.models.forward import Weights
 from rxrl.rl.models.initial import InitialWeights
 from rxrl.rl.workers.reply import Trained, set_weights
@@ -34,6 +35,8 @@ if TYPE_CHECKING:  # torch: the learner's process imports these, not a driver
     from rxrl.rl.objectives.losses import Gradients
 
 L = TypeVar("L", bound="Learner")
+#: what a rollout worker's fragment is: flat transitions, or sequences (a recurrent policy's)
+Fragments = TypeVar("Fragments", SampleBatch, SequenceBatch)
 
 
 # ------------------------------------------------------------------------------- validation
@@ -148,6 +151,12 @@ def _policy(inst: Any, attribute: attrs.Attribute[PolicyConfig], value: PolicyCo
         raise ValueError(f"{type(inst).__name__} does not support policy.normalize_obs or "
                          "policy.scale_rewards (running statistics need a learner that trains on "
                          "the workers' batches: ppo, a2c, impala, appo)")
+    if value.is_recurrent and not type(inst).supports_recurrence:
+        raise ValueError(f"{type(inst).__name__} does not support policy.recurrent={value.recurrent!r} "
+                         "(recurrent policies train with: ppo, a2c)")
+    if value.sequence_length is not None and not value.is_recurrent:
+        raise ValueError(f"{type(inst).__name__}.policy.sequence_length is set but the policy is not "
+                         "recurrent: set policy.recurrent=lstm or gru, or leave sequence_length unset")
 
 
 @attrs.frozen
@@ -209,6 +218,15 @@ class RolloutSettings:
     #: whether the plan merges the workers' running statistics on its learner (so that
     #: ``policy.normalize_obs`` / ``policy.scale_rewards`` may be set)
     supports_normalization: ClassVar[bool] = False
+    #: whether the plan trains a recurrent policy on sequences (so that ``policy.recurrent``
+    #: may be set)
+    supports_recurrence: ClassVar[bool] = False
+
+    def __attrs_post_init__(self) -> None:
+        length = self.policy.sequence_length
+        if length is not None and self.fragment_length % length:
+            raise ValueError(f"{type(self).__name__}.policy.sequence_length ({length}) must divide "
+                             f"fragment_length ({self.fragment_length})")
 
     @property
     def round_size(self) -> int:
@@ -466,12 +484,33 @@ def train_on_fragments(learner: TrainsOnBatches, fragments: list[SampleBatch]) -
     return Trained(learner.train(batch), learner.get_weights(), episodes_of(batch))
 
 
-def join_rounds(rounds: list[list[SampleBatch]]) -> list[SampleBatch]:
+class TrainsOnSequences(Protocol):
+    """A learner that trains on sequence batches (``PPOLearner``, ``A2CLearner`` of a
+    recurrent policy)."""
+
+    def train_sequences(self, batch: SequenceBatch) -> TrainMetrics:
+        """Update on ``batch``."""
+        ...
+
+    def get_weights(self) -> Weights:
+        """The current policy weights."""
+        ...
+
+
+def train_on_sequences(learner: TrainsOnSequences, fragments: list[SequenceBatch]) -> Trained:
+    """`train_on_fragments` for a recurrent policy: concatenate the workers' sequence batches,
+    standardize advantages over all of them, and train on the sequences (on the learner)."""
+    batch = SequenceBatch.concat(fragments)
+    batch = batch.with_batch(_standardize_advantages(batch.batch))
+    return Trained(learner.train_sequences(batch), learner.get_weights(), episodes_of(batch.batch))
+
+
+def join_rounds(rounds: list[list[Fragments]]) -> list[Fragments]:
     """The fragments of several barrier rounds, in order (a train batch of many rounds)."""
     return [fragment for fragments in rounds for fragment in fragments]
 
 
-def rows(fragments: list[SampleBatch]) -> int:
+def rows(fragments: list[Fragments]) -> int:
     """Transitions in a round (or a joined list of rounds)."""
     return sum(len(fragment) for fragment in fragments)
 
@@ -522,5 +561,5 @@ __all__ = [
     "make_groups",
     "optional", "valid_placement", "registered_id", "rows", "spaces_of", "worker_seed",
     "set_learning_rate", "set_weights", "torch_free_workers", "torch_workers", "train_and_get_weights",
-    "times", "train_on_fragments",
+    "times", "train_on_fragments", "TrainsOnSequences", "train_on_sequences",
 ]

@@ -25,6 +25,12 @@ from typing import Any
 from rxrl.envs.api import ParallelEnvLike, check_parallel_env
 from rxrl.envs.multi_cartpole import MultiAgentCartPole
 from rxrl.envs.navigation import Navigation2D, Navigation2DTasks, TaskEnv, register_gym_envs
+from rxrl.envs.stateless import (
+    StatelessCartPoleEnv,
+    StatelessCartPoleVectorEnv,
+    StatelessPendulumEnv,
+    register_stateless_envs,
+)
 
 #: task-distribution envs (MAML) by gymnasium id: ``make(num_envs=, seed=, **env_kwargs)``
 TASK_ENVS: Mapping[str, Callable[..., TaskEnv]] = {"rxrl/Navigation2D-v0": Navigation2DTasks}
@@ -86,5 +92,6 @@ def _not_multi_agent(name: str) -> str:
 
 
 __all__ = ["BUILTIN", "TASK_ENVS", "MultiAgentCartPole", "Navigation2D", "Navigation2DTasks",
-           "ParallelEnvLike",
-           "TaskEnv", "check_parallel_env", "make_parallel_env", "register_gym_envs"]
+           "ParallelEnvLike", "StatelessCartPoleEnv", "StatelessCartPoleVectorEnv", "StatelessPendulumEnv",
+           "TaskEnv", "check_parallel_env", "make_parallel_env", "register_gym_envs",
+           "register_stateless_envs"]

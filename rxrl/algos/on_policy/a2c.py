@@ -18,11 +18,12 @@ from rxrl.algos.common import (
     int_at_least,
     make_groups,
     train_on_fragments,
+    train_on_sequences,
     valid_placement,
 )
 from rxrl.algos.on_policy.common import synchronous_plan
 from rxrl.algos.spec import Algorithm
-from rxrl.rl import A2CConfig, Metrics
+from rxrl.rl import A2CConfig, Metrics, RolloutWorker
 from rxrl.rl.models.initial import LazyClass
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ class A2C(RolloutSettings):
     """
 
     supports_normalization: ClassVar[bool] = True
+    supports_recurrence: ClassVar[bool] = True
 
     num_envs_per_worker: int = attrs.field(default=4, validator=int_at_least(1))
     fragment_length: int = attrs.field(default=32, validator=int_at_least(1))
@@ -66,7 +68,10 @@ def groups(config: A2C, start: Start | None = None) -> Groups[A2CLearner]:
 def plan(config: A2C, actors: Groups[A2CLearner] | None = None) -> rxrl.Plan[Metrics]:
     """A2C as a plan: one `Metrics` record per gradient step, forever (PPO's dataflow:
     `rxrl.algos.on_policy.common.synchronous_plan`)."""
-    return synchronous_plan(config, actors or groups(config), train_on_fragments)
+    actors = actors or groups(config)
+    if config.policy.is_recurrent:  # sequences from the workers to the learner
+        return synchronous_plan(config, actors, train_on_sequences, RolloutWorker.sample_sequences)
+    return synchronous_plan(config, actors, train_on_fragments, RolloutWorker.sample)
 
 
 #: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies

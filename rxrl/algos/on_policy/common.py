@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import rxrl
 from rxrl import ops
 from rxrl.algos.common import Groups, Progress, Trained, episode_metric_names, join_rounds, rows, set_weights
 from rxrl.rl import Metrics, RolloutWorker, SampleBatch
+from rxrl.rl.data.sequences import SequenceBatch
+
+#: a worker's fragment: flat transitions (`RolloutWorker.sample`) or sequences
+#: (`RolloutWorker.sample_sequences`, a recurrent policy's)
+B = TypeVar("B", SampleBatch, SequenceBatch)
 
 
 class Batched(Protocol):
@@ -23,17 +28,23 @@ class Batched(Protocol):
         """Env steps one barrier round samples."""
 
 
-def synchronous_plan(config: Batched, actors: Groups[Any],
-                     train: Callable[[Any, list[SampleBatch]], Trained]) -> rxrl.Plan[Metrics]:
+def synchronous_plan(config: Batched, actors: Groups[Any], train: Callable[[Any, list[B]], Trained],
+                     sample: Callable[[RolloutWorker], B]) -> rxrl.Plan[Metrics]:
     """PPO's and A2C's dataflow: a barrier round of fragments (several, windowed, up to
     ``train_batch_size``) trained on the learner by ``train``, the weights broadcast to every
-    worker before it samples again; one `Metrics` record per batch, forever."""
+    worker before it samples again; one `Metrics` record per batch, forever.
+
+    ``sample`` is the workers' method: `RolloutWorker.sample` (flat batches), or
+    `RolloutWorker.sample_sequences` for a recurrent policy, whose ``train`` then takes
+    sequence batches (`rxrl.algos.common.train_on_sequences`): mypy refuses a mix."""
     workers, learner = actors.pair
     progress = Progress(custom_names=episode_metric_names(config))
-    rounds = (rxrl.from_actors(workers, RolloutWorker.sample)  # Shards[SampleBatch]: a fragment each
-              | ops.barrier())                                # one round, all sampled with one weights
+    rounds = (rxrl.from_actors(workers, sample)  # Shards[B]: a fragment each
+              | ops.barrier())                   # one round, all sampled with one weights
     if config.train_batch_size > config.round_size:             # a batch of several rounds
-        rounds = rounds | ops.window(min_size=config.train_batch_size, combine=join_rounds, size=rows)
+        joined: Callable[[list[list[B]]], list[B]] = join_rounds
+        counted: Callable[[list[B]], int] = rows
+        rounds = rounds | ops.window(min_size=config.train_batch_size, combine=joined, size=counted)
     return (
         rounds
         | ops.call(learner, train)                          # concat, standardize, train: on the learner
@@ -42,4 +53,4 @@ def synchronous_plan(config: Batched, actors: Groups[Any],
     )
 
 
-__all__ = ["Batched", "synchronous_plan"]
+__all__ = ["B", "Batched", "synchronous_plan"]

@@ -21,11 +21,12 @@ from rxrl.algos.common import (
     optional,
     set_learning_rate,
     train_on_fragments,
+    train_on_sequences,
     valid_placement,
 )
-from rxrl.algos.on_policy.common import synchronous_plan
+from rxrl.algos.on_policy.common import B, synchronous_plan
 from rxrl.algos.spec import Algorithm
-from rxrl.rl import Metrics, PPOConfig, SampleBatch
+from rxrl.rl import Metrics, PPOConfig, RolloutWorker
 from rxrl.rl.models.initial import LazyClass
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class PPO(RolloutSettings):
     """
 
     supports_normalization: ClassVar[bool] = True
+    supports_recurrence: ClassVar[bool] = True
 
     fragment_length: int = attrs.field(default=64, validator=int_at_least(1))
     train_batch_size: int = attrs.field(default=1024, validator=int_at_least(1))
@@ -66,6 +68,7 @@ class PPO(RolloutSettings):
     learner_placement: LearnerPlacement = attrs.field(default="driver", validator=valid_placement)
 
     def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
         if self.learner.minibatch_size > self.train_batch_size:
             raise ValueError(f"PPO.learner.minibatch_size ({self.learner.minibatch_size}) must "
                              f"not exceed PPO.train_batch_size ({self.train_batch_size})")
@@ -88,16 +91,22 @@ def plan(config: PPO, actors: Groups[PPOLearner] | None = None) -> rxrl.Plan[Met
         | broadcast(workers, set_weights)                         # before the next round
         | map(progress.observe_trained)                           # Metrics
     """
-    train = train_on_fragments if config.lr_decay_steps is None else decayed(config)
-    return synchronous_plan(config, actors or groups(config), train)
+    actors = actors or groups(config)
+    if config.policy.is_recurrent:  # sequences from the workers to the learner
+        return synchronous_plan(config, actors, decayed(config, train_on_sequences),
+                                RolloutWorker.sample_sequences)
+    return synchronous_plan(config, actors, decayed(config, train_on_fragments), RolloutWorker.sample)
 
 
-def decayed(config: PPO) -> Callable[[PPOLearner, list[SampleBatch]], Trained]:
-    """`train_on_fragments` at a learning rate decayed linearly over ``lr_decay_steps``."""
-    assert config.lr_decay_steps is not None
-    steps, lr, train = config.lr_decay_steps, config.learner.lr, train_on_fragments
+def decayed(config: PPO, train: Callable[[PPOLearner, list[B]], Trained]
+            ) -> Callable[[PPOLearner, list[B]], Trained]:
+    """``train`` at a learning rate decayed linearly over ``lr_decay_steps`` (``train``
+    itself when that is None)."""
+    if config.lr_decay_steps is None:
+        return train
+    steps, lr = config.lr_decay_steps, config.learner.lr
 
-    def train_on_fragments_decayed(learner: PPOLearner, fragments: list[SampleBatch]) -> Trained:
+    def train_on_fragments_decayed(learner: PPOLearner, fragments: list[B]) -> Trained:
         """Set the decayed learning rate, then concatenate, standardize and train."""
         set_learning_rate(learner, lr * max(0.0, 1.0 - learner.env_steps_trained / steps))
         return train(learner, fragments)

@@ -135,8 +135,32 @@ def greedy_policy(algo: Algorithm, config: RolloutSettings,
             raise PolicyMismatch(str(e)) from e
     if algo.evaluate is not None:
         raise ValueError(f"{algo.name} has no single greedy policy (its policies are per agent)")
-    act: Callable[..., Any] = load_actor_critic(algo, config, learner_state).act
+    policy = load_actor_critic(algo, config, learner_state)
+    if policy.core is not None:
+        return RecurrentActing(policy)
+    act: Callable[..., Any] = policy.act
     return act
+
+
+class RecurrentActing:
+    """A recurrent policy's ``act(obs_batch, deterministic)``: carries its state from call to
+    call, zeroed at the first call and after `reset` (an episode's start; `greedy_episodes`
+    calls it before each episode)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.state: np.ndarray[Any, Any] | None = None
+
+    def reset(self) -> None:
+        """Forget the state: the next call starts an episode."""
+        self.state = None
+
+    def __call__(self, obs: np.ndarray[Any, Any], deterministic: bool = False) -> tuple[Any, Any, Any]:
+        """``(actions, logp, values)``, as a stateless policy's ``act``."""
+        if self.state is None or len(self.state) != len(obs):
+            self.state = np.zeros((len(obs), self.policy.config.state_size), np.float32)
+        actions, logp, values, self.state = self.policy.act_recurrent(obs, self.state, deterministic)
+        return actions, logp, values
 
 
 def load_actor_critic(algo: Algorithm, config: RolloutSettings, learner_state: Mapping[str, Any]) -> Any:
@@ -179,9 +203,12 @@ def greedy_episodes(env_id: str, env_kwargs: Mapping[str, Any], act: Callable[..
     space = env.action_space
     returns: list[float] = []
     lengths: list[int] = []
+    reset = getattr(act, "reset", None)  # a recurrent policy's state: zeroed every episode
     try:
         obs, _ = env.reset(seed=seed)
         while len(returns) < episodes:
+            if reset is not None:
+                reset()
             total, steps, done = 0.0, 0, False
             while not done:
                 actions, _, _ = act(np.asarray(obs)[None], deterministic=True)
@@ -362,6 +389,6 @@ def with_evaluation(snapshots: rxrl.Plan[Snapshot], learner: rxrl.ActorGroup[Any
 __all__ = [
     "COLUMNS", "EVAL_SEED_OFFSET", "SUPPORTED", "EvalInbox", "EvalRequest", "EvalResult",
     "Evaluation", "Evaluator", "PolicyMismatch", "attach_policy", "check_supported", "empty_row",
-    "env_actions", "evaluation_settings", "evaluators", "greedy_episodes", "greedy_policy",
+    "RecurrentActing", "env_actions", "evaluation_settings", "evaluators", "greedy_episodes", "greedy_policy",
     "load_actor_critic", "run_request", "with_evaluation",
 ]

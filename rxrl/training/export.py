@@ -74,8 +74,11 @@ def greedy_module(algo: Algorithm, config: RolloutSettings, learner_state: Any) 
         from rxrl.rl.models.greedy import actor_critic_greedy
 
         spaces = env_spaces(config, algo.name)
-        module = actor_critic_greedy(load_actor_critic(algo, config, learner_state),
-                                     spaces.observation, spaces.action)
+        policy = load_actor_critic(algo, config, learner_state)
+        if policy.core is not None:
+            raise ValueError(f"rxrl export does not support recurrent policies yet (this run's "
+                             f"policy.recurrent={policy.config.recurrent!r}); evaluate it with rxrl eval")
+        module = actor_critic_greedy(policy, spaces.observation, spaces.action)
     return module.eval().requires_grad_(False)  # outputs a user can call .numpy() on
 
 

@@ -6,17 +6,19 @@ episode, and records the state each sequence starts from. The learner runs the c
 sequence from that state, zeroing it where a row starts an episode, and so recomputes what
 the worker computed step by step (`rxrl.rl.models.cells`, the worker's numpy step).
 
-Why packed segments and not a masked loop: a step-by-step `LSTMCell` loop costs one small
-kernel call per time step forward and backward. Cutting every sequence at its episode starts
-gives segments that each begin from a known state (the recorded one, or zeros), and one
-`nn.LSTM` / `nn.GRU` call runs all of them as a packed batch.
+Why segments and not a masked loop: a step-by-step `LSTMCell` loop costs several small
+kernel calls per time step forward and backward. Cutting every sequence at its episode starts
+gives segments that each begin from a known state (the recorded one, or zeros); one
+`nn.LSTM` / `nn.GRU` call runs all of them side by side, each padded at its end. Padding at
+the end changes no output that is read (the core is causal), so the call needs no
+`PackedSequence`, whose per-step slicing made the backward pass 3x slower (32 sequences of
+8 steps: 4.8 ms packed, 1.4 ms for the bare call, 3.1 ms for an `LSTMCell` loop).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from rxrl.rl.config import PolicyConfig
 
@@ -66,10 +68,10 @@ def run_sequences(core: nn.LSTM | nn.GRU, x: torch.Tensor, starts: torch.Tensor,
     h0[carries] = initial_state[begins[carries] // length].to(x.dtype)
     padded = x.new_zeros(int(lengths.max().item()), num_segments, x.shape[-1])
     padded[position, segment] = x.reshape(num_seq * length, -1)
-    packed = pack_padded_sequence(padded, lengths.cpu(), enforce_sorted=False)
-    out, _ = core(packed, _split_state(core, h0))
-    unpacked, _ = pad_packed_sequence(out)
-    result: torch.Tensor = unpacked[position, segment]
+    # no packing: a segment's padding comes after its steps, so it cannot change their outputs
+    # (the core is causal), and nothing is read from it; packing costs more than it saves here
+    out, _ = core(padded, _split_state(core, h0))
+    result: torch.Tensor = out[position, segment]
     return result.reshape(num_seq, length, -1)
 
 

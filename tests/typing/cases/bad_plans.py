@@ -48,3 +48,16 @@ bad_branch = right | ops.map(lambda s: s.upper())  # E: "int" has no attribute "
 
 # a pipelined call is typed like call
 bad_pipelined = rxrl.from_iterable(["s"]) | ops.call(good, lambda w, x: w.sample() + x, max_in_flight=2)  # E: No overload variant of "__add__" of "list" matches argument type "str"
+
+# ---- recurrent policies (issue 24): sequences and flat batches do not mix
+from rxrl.algos.common import train_on_fragments, train_on_sequences  # noqa: E402
+from rxrl.rl.learners.actor_critic import PPOLearner  # noqa: E402
+from rxrl.rl.workers.rollout import RolloutWorker  # noqa: E402
+
+rollout_workers = rxrl.actors(RolloutWorker, 2, env="CartPole-v1")
+ppo_learner = rxrl.actors(PPOLearner, 1, env="CartPole-v1")
+flat_rounds = rxrl.from_actors(rollout_workers, RolloutWorker.sample) | ops.barrier()
+sequence_rounds = rxrl.from_actors(rollout_workers, RolloutWorker.sample_sequences) | ops.barrier()
+flat_to_sequence_learner = flat_rounds | ops.call(ppo_learner, train_on_sequences)  # E: expected "Callable[[PPOLearner, list[SampleBatch]], Trained]"
+sequences_to_flat_learner = sequence_rounds | ops.call(ppo_learner, train_on_fragments)  # E: expected "Callable[[PPOLearner, list[SequenceBatch]], Trained]"
+flat_minibatch = sequence_rounds | ops.map(lambda b: b[0]) | ops.call(ppo_learner, PPOLearner.train)  # E: expected "Callable[[PPOLearner, SequenceBatch], TrainMetrics]"

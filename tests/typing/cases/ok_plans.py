@@ -103,3 +103,16 @@ stored = to_dqn | ops.call(replay, Replay.add)
 sizes = pipelined | ops.map(len)
 mixed = ops.concurrently(stored, sizes, weights=[1, 2.5])  # training intensity 2.5
 assert_type(mixed, rxrl.Plan[int])
+
+
+# ---- recurrent policies (issue 24): sequences from the workers to a learner that takes them
+from rxrl.algos.common import Trained, train_on_sequences  # noqa: E402
+from rxrl.rl.data.sequences import SequenceBatch  # noqa: E402
+from rxrl.rl.learners.actor_critic import PPOLearner  # noqa: E402
+from rxrl.rl.workers.rollout import RolloutWorker  # noqa: E402
+
+rollout_workers = rxrl.actors(RolloutWorker, 2, env="CartPole-v1")
+ppo_learner = rxrl.actors(PPOLearner, 1, env="CartPole-v1")
+sequence_rounds = rxrl.from_actors(rollout_workers, RolloutWorker.sample_sequences) | ops.barrier()
+assert_type(sequence_rounds, rxrl.Plan[list[SequenceBatch]])
+assert_type(sequence_rounds | ops.call(ppo_learner, train_on_sequences), rxrl.Plan[Trained])

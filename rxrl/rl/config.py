@@ -74,10 +74,11 @@ class PolicyConfig:
     weights and checkpoints), are merged on the learner and reach workers with the weights.
 
     Recurrence (`rxrl.rl.models.recurrent`): `recurrent="lstm"` or `"gru"` puts a core of
-    `recurrent_size` units between the trunk and both heads (the actor and the critic then
-    share the trunk and the core); workers carry its state across fragments and reset it at
-    episode starts, and learners train on `rxrl.rl.data.sequences.SequenceBatch` es of
-    `sequence_length` steps (None: a whole fragment per sequence).
+    `recurrent_size` units between each trunk and its head (the actor's and the critic's;
+    with `shared_trunk` one trunk and one core feed both heads); workers carry its state
+    across fragments and reset it at episode starts, and learners train on
+    `rxrl.rl.data.sequences.SequenceBatch` es of `sequence_length` steps (None: a whole
+    fragment per sequence).
     """
 
     hidden_sizes: tuple[int, ...] = attrs.field(default=(64, 64), validator=_positive_ints)
@@ -103,10 +104,16 @@ class PolicyConfig:
         return self.recurrent != "none"
 
     @property
-    def state_size(self) -> int:
-        """Floats of recurrent state per environment: ``2 * recurrent_size`` for an LSTM (its
-        ``h`` then its ``c``), ``recurrent_size`` for a GRU, 0 without a core."""
+    def core_state_size(self) -> int:
+        """Floats of one core's state: ``2 * recurrent_size`` for an LSTM (its ``h`` then its
+        ``c``), ``recurrent_size`` for a GRU, 0 without a core."""
         return {"none": 0, "lstm": 2, "gru": 1}[self.recurrent] * self.recurrent_size
+
+    @property
+    def state_size(self) -> int:
+        """Floats of recurrent state per environment: the actor's core's state, then the
+        critic's (one core's with `shared_trunk`)."""
+        return self.core_state_size * (1 if self.shared_trunk else 2)
 
 
 @attrs.frozen

@@ -42,7 +42,7 @@ def test_the_numpy_step_is_the_torch_core_step(kind: str) -> None:
     cell = Cell.of(params, kind)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(5, 8)).astype(np.float32)
-    state = rng.normal(size=(5, policy.config.state_size)).astype(np.float32)
+    state = rng.normal(size=(5, policy.config.core_state_size)).astype(np.float32)
     out, new = cell(x, state)
     with torch.no_grad():
         t_out, t_new = step(policy.core, torch.as_tensor(x), torch.as_tensor(state))
@@ -123,12 +123,13 @@ def test_a_fragment_starts_in_the_state_a_single_long_rollout_has_there(
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 @pytest.mark.parametrize("vector_kwargs", [None, SAME_STEP], ids=["next_step", "same_step"])
+@pytest.mark.parametrize("shared", [False, True], ids=["two_cores", "shared_core"])
 def test_the_learner_reproduces_the_workers_outputs_over_sequences(
-        kind: str, vector_kwargs: dict[str, Any] | None) -> None:
+        kind: str, vector_kwargs: dict[str, Any] | None, shared: bool) -> None:
     """The learner's forward over a sequence batch gives the log-probabilities and values the
     worker computed step by step, to float tolerance (several fragments: the state crossed
-    their boundaries)."""
-    config = PolicyConfig(recurrent=kind, sequence_length=16)  # type: ignore[arg-type]
+    their boundaries), with an actor's and a critic's core or one shared core."""
+    config = PolicyConfig(recurrent=kind, sequence_length=16, shared_trunk=shared)  # type: ignore[arg-type]
     worker = RolloutWorker("CartPole-v1", num_envs=4, fragment_length=32, policy=config,
                            vectorization_mode="sync", vector_kwargs=vector_kwargs)
     learner = PPOLearner("CartPole-v1", PPOConfig(), config)

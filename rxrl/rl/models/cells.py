@@ -51,9 +51,10 @@ class Cell:
         self.size = int(w_hh.shape[1])
 
     @staticmethod
-    def of(params: Mapping[str, npt.NDArray[Any]], kind: str) -> Cell:
-        """The cell whose weights are ``params["core.*_l0"]``."""
-        return Cell(kind, *(params[f"{CORE}.{name}_l0"]
+    def of(params: Mapping[str, npt.NDArray[Any]], kind: str, prefix: str = CORE) -> Cell:
+        """The cell whose weights are ``params[f"{prefix}.*_l0"]`` (the actor's core is
+        ``core``, the critic's ``vf_core``)."""
+        return Cell(kind, *(params[f"{prefix}.{name}_l0"]
                             for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")))
 
     def __call__(self, x: FloatArray, state: FloatArray) -> tuple[FloatArray, FloatArray]:

@@ -126,8 +126,11 @@ class Forward:
             if indices:
                 self.layers[part] = [_Linear(params[f"{part}.{i}.weight"], params[f"{part}.{i}.bias"])
                                      for i in indices]
-        #: the recurrent core's step (`PolicyConfig.recurrent`), else None
+        #: the actor's recurrent core's step (`PolicyConfig.recurrent`), else None; the
+        #: critic's is `vf_cell` (None when the actor's feeds both heads)
         self.cell = Cell.of(params, config.recurrent) if config.is_recurrent else None
+        self.vf_cell = (Cell.of(params, config.recurrent, "vf_core")
+                        if config.is_recurrent and "vf_core.weight_ih_l0" in params else None)
 
     def act(self, obs: npt.NDArray[Any], sampler: np.random.Generator, deterministic: bool = False
             ) -> tuple[npt.NDArray[Any], FloatArray, FloatArray]:
@@ -146,13 +149,14 @@ class Forward:
         """`(actions, logp, values, new_state)` of a recurrent policy for observations and
         the states ``[B, state_size]`` they are seen in (zeroed by the caller where an
         episode starts)."""
-        hidden, new_state = self._core(obs, state)
-        actions, logp = self.sample(self.mlp("pi_head", hidden), sampler, deterministic)
-        return actions, logp, self.mlp("vf_head", hidden)[:, 0], new_state
+        (pi_hidden, vf_hidden), new_state = self._cores(obs, state, actor=True)
+        actions, logp = self.sample(self.mlp("pi_head", pi_hidden), sampler, deterministic)
+        return actions, logp, self.mlp("vf_head", vf_hidden)[:, 0], new_state
 
     def value_recurrent(self, obs: npt.NDArray[Any], state: FloatArray) -> FloatArray:
         """Value estimates `[B]` of a recurrent policy for observations seen in ``state``."""
-        return self.mlp("vf_head", self._core(obs, state)[0])[:, 0]
+        (_, vf_hidden), _ = self._cores(obs, state, actor=False)
+        return self.mlp("vf_head", vf_hidden)[:, 0]
 
     def sample(self, out: FloatArray, sampler: np.random.Generator, deterministic: bool
                ) -> tuple[npt.NDArray[Any], FloatArray]:
@@ -162,11 +166,23 @@ class Forward:
         assert self.log_std is not None
         return gaussian_sample(out, self.log_std, sampler, deterministic)
 
-    def _core(self, obs: npt.NDArray[Any], state: FloatArray) -> tuple[FloatArray, FloatArray]:
+    def _cores(self, obs: npt.NDArray[Any], state: FloatArray, actor: bool
+               ) -> tuple[tuple[FloatArray, FloatArray], FloatArray]:
+        """``((actor hidden, critic hidden), new state)``; the actor's core is skipped when
+        only the critic's output is needed (``actor=False``; its state is then not advanced)."""
         if self.cell is None:
             raise ValueError("act_recurrent / value_recurrent need a recurrent policy "
                              "(PolicyConfig.recurrent='lstm' or 'gru'); use act / value")
-        return self.cell(self.mlp("pi_trunk", self.encode(obs)), state)
+        x = self.encode(obs)
+        if self.vf_cell is None:  # one core feeds both heads
+            hidden, new = self.cell(self.mlp("pi_trunk", x), state)
+            return (hidden, hidden), new
+        size = self.config.core_state_size
+        vf_hidden, vf_new = self.vf_cell(self.mlp("vf_trunk", x), state[:, size:])
+        if not actor:
+            return (vf_hidden, vf_hidden), state
+        pi_hidden, pi_new = self.cell(self.mlp("pi_trunk", x), state[:, :size])
+        return (pi_hidden, vf_hidden), np.concatenate([pi_new, vf_new], axis=1)
 
     def _stateless(self, method: str) -> None:
         if self.cell is not None:

@@ -31,7 +31,7 @@ from rxrl.rl.models.forward import (
     check_weights,
 )
 from rxrl.rl.models.normalizer import Normalizer
-from rxrl.rl.models.recurrent import make_core, run_sequences
+from rxrl.rl.models.recurrent import Segments, make_core
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -103,11 +103,12 @@ class ActorCritic(nn.Module, ABC):
                            if config.normalizes else None)
         with one_thread():  # initial weights that do not depend on the process's thread count
             self.pi_trunk = _trunk(in_dim, config, init)
-            # a recurrent core feeds both heads: the actor and the critic share trunk and core
-            shared = config.shared_trunk or config.is_recurrent
-            self.vf_trunk = None if shared else _trunk(in_dim, config, init)
-            #: the recurrent core (`rxrl.rl.models.recurrent`), or None
+            self.vf_trunk = None if config.shared_trunk else _trunk(in_dim, config, init)
+            #: the actor's recurrent core (`rxrl.rl.models.recurrent`), or None; the critic's is
+            #: `vf_core` (None with `shared_trunk`: this one feeds both heads)
             self.core = make_core(config, width, init) if config.is_recurrent else None
+            self.vf_core = (make_core(config, width, init)
+                            if config.is_recurrent and not config.shared_trunk else None)
             if self.core is not None:
                 width = config.recurrent_size
             self.pi_head = _layer(width, out_dim, 0.01, init)
@@ -165,12 +166,14 @@ class ActorCritic(nn.Module, ABC):
         without a core evaluates the rows as `evaluate` does."""
         if self.core is None:
             return self.evaluate(obs, actions)
-        num_seq = initial_state.shape[0]
-        features = self.pi_trunk(self.encode(obs))
-        hidden = run_sequences(self.core, features.reshape(num_seq, -1, features.shape[-1]),
-                               starts.reshape(num_seq, -1), initial_state)
-        hidden = hidden.reshape(obs.shape[0], -1)
-        out, values = self.pi_head(hidden), self.vf_head(hidden).squeeze(-1)
+        segments = Segments(starts.reshape(initial_state.shape[0], -1))
+        x = self.encode(obs)
+        size = self.config.core_state_size
+        pi_hidden = segments.run(self.core, self.pi_trunk(x), initial_state[:, :size])
+        vf_hidden = pi_hidden
+        if self.vf_core is not None and self.vf_trunk is not None:
+            vf_hidden = segments.run(self.vf_core, self.vf_trunk(x), initial_state[:, size:])
+        out, values = self.pi_head(pi_hidden), self.vf_head(vf_hidden).squeeze(-1)
         logp, entropy = self._logp_entropy(out, actions)
         return logp, entropy, values
 

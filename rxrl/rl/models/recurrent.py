@@ -47,32 +47,48 @@ def _split_state(core: nn.LSTM | nn.GRU,
     return state[None].contiguous()
 
 
+class Segments:
+    """How sequences ``[S, T]`` cut at their episode starts (``starts``, ``[S, T]`` bool) lie
+    side by side: each row's segment and position in it, and which segments carry their
+    sequence's recorded state (the others start an episode, from zeros). Computed once, run
+    through every core of a policy (the actor's and the critic's)."""
+
+    def __init__(self, starts: torch.Tensor) -> None:
+        self.num_seq, self.length = starts.shape
+        first = starts.clone()
+        first[:, 0] = True  # a segment begins at every episode start and at every sequence start
+        flat_first = first.reshape(-1)
+        self.segment = torch.cumsum(flat_first.long(), 0) - 1  # [S*T]: each row's segment
+        self.num_segments = int(self.segment[-1].item()) + 1
+        begins = torch.nonzero(flat_first).squeeze(1)  # the row each segment begins at
+        self.position = torch.arange(self.num_seq * self.length, device=starts.device) - begins[self.segment]
+        self.max_length = int(torch.bincount(self.segment, minlength=self.num_segments).max().item())
+        # a segment starts from its sequence's recorded state unless it starts an episode
+        self.carries = ~starts.reshape(-1)[begins] & (begins % self.length == 0)
+        self.source = begins[self.carries] // self.length
+
+    def run(self, core: nn.LSTM | nn.GRU, x: torch.Tensor, initial_state: torch.Tensor) -> torch.Tensor:
+        """The core's outputs ``[S*T, size]`` over inputs ``[S*T, n_in]`` (rows env-major),
+        sequence ``s`` starting from ``initial_state[s]`` (``[S, core state]``)."""
+        h0 = x.new_zeros(self.num_segments, initial_state.shape[1])
+        h0[self.carries] = initial_state[self.source].to(x.dtype)
+        padded = x.new_zeros(self.max_length, self.num_segments, x.shape[-1])
+        padded[self.position, self.segment] = x
+        # no packing: a segment's padding comes after its steps, so it cannot change their outputs
+        # (the core is causal), and nothing is read from it; packing costs more than it saves here
+        out, _ = core(padded, _split_state(core, h0))
+        result: torch.Tensor = out[self.position, self.segment]
+        return result
+
+
 def run_sequences(core: nn.LSTM | nn.GRU, x: torch.Tensor, starts: torch.Tensor,
                   initial_state: torch.Tensor) -> torch.Tensor:
     """The core's outputs ``[S, T, size]`` over inputs ``[S, T, n_in]``: sequence ``s`` starts
     from ``initial_state[s]`` (``[S, state_size]``) and the state is zeroed before every step
     where ``starts[s, t]`` (``[S, T]`` bool) is set, as the worker zeroed it."""
     num_seq, length = starts.shape
-    first = starts.clone()
-    first[:, 0] = True  # a segment begins at every episode start and at every sequence start
-    flat_first = first.reshape(-1)
-    segment = torch.cumsum(flat_first.long(), 0) - 1  # [S*T]: each row's segment
-    num_segments = int(segment[-1].item()) + 1
-    begins = torch.nonzero(flat_first).squeeze(1)  # row where each segment begins
-    position = torch.arange(num_seq * length, device=x.device) - begins[segment]
-    lengths = torch.bincount(segment, minlength=num_segments)
-    # a segment starts from its sequence's recorded state unless it starts an episode
-    state_size = initial_state.shape[1]
-    h0 = torch.zeros(num_segments, state_size, dtype=x.dtype, device=x.device)
-    carries = ~starts.reshape(-1)[begins] & (begins % length == 0)
-    h0[carries] = initial_state[begins[carries] // length].to(x.dtype)
-    padded = x.new_zeros(int(lengths.max().item()), num_segments, x.shape[-1])
-    padded[position, segment] = x.reshape(num_seq * length, -1)
-    # no packing: a segment's padding comes after its steps, so it cannot change their outputs
-    # (the core is causal), and nothing is read from it; packing costs more than it saves here
-    out, _ = core(padded, _split_state(core, h0))
-    result: torch.Tensor = out[position, segment]
-    return result.reshape(num_seq, length, -1)
+    out = Segments(starts).run(core, x.reshape(num_seq * length, -1), initial_state)
+    return out.reshape(num_seq, length, -1)
 
 
 def step(core: nn.LSTM | nn.GRU, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,4 +100,4 @@ def step(core: nn.LSTM | nn.GRU, x: torch.Tensor, state: torch.Tensor) -> tuple[
     return out[0], new[0]
 
 
-__all__ = ["make_core", "run_sequences", "step"]
+__all__ = ["Segments", "make_core", "run_sequences", "step"]

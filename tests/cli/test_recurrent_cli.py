@@ -42,7 +42,8 @@ def test_a_traced_ray_run_of_a_recurrent_policy_replays_exactly(gru_run: Path,
     doc = json.loads((gru_run.parent / "gru.trace.json").read_text())
     assert doc["trace"]["backend"] == "ray"
     assert main(["replay", str(gru_run.parent / "gru.trace.json")]) == 0
-    assert f"identical: all {len(doc['records'])} recorded iterations reproduced exactly" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"identical: all {len(doc['records'])} recorded iterations reproduced exactly" in out
 
 
 def greedy_returns(run: Path, episodes: int, seed: int) -> list[float]:

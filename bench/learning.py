@@ -6,6 +6,7 @@
     python bench/learning.py a3c-cartpole      # A3C CartPole-v1 >= 400 within 200k steps
     python bench/learning.py impala-cartpole   # IMPALA CartPole-v1 >= 450 within 300k steps (issue 12)
     python bench/learning.py appo-cartpole     # APPO CartPole-v1 >= 475 within 200k steps (issue 12)
+    python bench/learning.py ppo-lstm-stateless  # PPO-LSTM StatelessCartPole >= 450 within 500k (issue 24)
     python bench/learning.py all
 
 Each seed is one ``rxrl train ALGO --env ENV --seed S --steps BUDGET --target-return R`` (the
@@ -62,6 +63,10 @@ TARGETS = {
     "appo-cartpole": Target("appo", "CartPole-v1", 200_000, 475.0),
     "dqn-cartpole": Target("dqn", "CartPole-v1", 100_000, 475.0),
     "apex-cartpole": Target("apex", "CartPole-v1", 200_000, 475.0),
+    # issue 24: PPO with an LSTM (the env's tuned settings) on CartPole without velocities;
+    # ``--set policy.recurrent=none`` runs the MLP beside it
+    "ppo-lstm-stateless": Target("ppo", "rxrl/StatelessCartPole-v0", 500_000, 450.0),
+    "a2c-lstm-stateless": Target("a2c", "rxrl/StatelessCartPole-v0", 500_000, 450.0),
 }
 
 

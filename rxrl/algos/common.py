@@ -154,9 +154,6 @@ def _policy(inst: Any, attribute: attrs.Attribute[PolicyConfig], value: PolicyCo
     if value.is_recurrent and not type(inst).supports_recurrence:
         raise ValueError(f"{type(inst).__name__} does not support policy.recurrent={value.recurrent!r} "
                          "(recurrent policies train with: ppo, a2c)")
-    if value.sequence_length is not None and not value.is_recurrent:
-        raise ValueError(f"{type(inst).__name__}.policy.sequence_length is set but the policy is not "
-                         "recurrent: set policy.recurrent=lstm or gru, or leave sequence_length unset")
 
 
 @attrs.frozen

@@ -153,7 +153,7 @@ def _policy(inst: Any, attribute: attrs.Attribute[PolicyConfig], value: PolicyCo
                          "the workers' batches: ppo, a2c, impala, appo)")
     if value.is_recurrent and not type(inst).supports_recurrence:
         raise ValueError(f"{type(inst).__name__} does not support policy.recurrent={value.recurrent!r} "
-                         "(recurrent policies train with: ppo, a2c)")
+                         "(recurrent policies train with: ppo, a2c, impala, appo)")
 
 
 @attrs.frozen

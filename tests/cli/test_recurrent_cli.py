@@ -98,8 +98,10 @@ def test_show_names_the_sequence_dataflow(capsys: pytest.CaptureFixture[str]) ->
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["train", "impala", "--set", "policy.recurrent=lstm"],
-     "IMPALA does not support policy.recurrent='lstm' (recurrent policies train with: ppo, a2c)"),
+    (["train", "dqn", "--set", "policy.recurrent=lstm"],
+     "DQN does not support policy.recurrent='lstm' (recurrent policies train with: ppo, a2c, impala, appo)"),
+    (["train", "impala", "--set", "policy.recurrent=lstm", "--set", "policy.sequence_length=16"],
+     "IMPALA.policy.sequence_length (16) must be unset or fragment_length (32)"),
     (["train", "ppo", "--set", "policy.recurrent=rnn"], "policy.recurrent"),
     (["train", "ppo", "--set", "policy.recurrent=lstm", "--set", "policy.sequence_length=48"],
      "PPO.policy.sequence_length (48) must divide fragment_length (64)"),

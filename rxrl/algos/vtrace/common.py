@@ -58,9 +58,14 @@ class VTraceSettings(RolloutSettings):
     coefficient (``c = lam * min(c_clip, ratio)``; the workers compute no advantages). The
     learning rate decays linearly from ``learner.lr`` to 0 over ``lr_decay_steps`` trained
     transitions (``rxrl train`` sets it to ``--steps``); None keeps it constant.
+
+    A recurrent policy (``policy.recurrent``) trains on whole fragments as its sequences: each
+    env's ``fragment_length`` steps from the state the worker started them in, so
+    ``policy.sequence_length`` is unset or ``fragment_length``.
     """
 
     supports_normalization: ClassVar[bool] = True
+    supports_recurrence: ClassVar[bool] = True
 
     max_in_flight: int = attrs.field(default=1, validator=int_at_least(1))
     train_batch_size: int = attrs.field(default=512, validator=int_at_least(1))
@@ -69,6 +74,12 @@ class VTraceSettings(RolloutSettings):
 
     def __attrs_post_init__(self) -> None:
         name, learner = type(self).__name__, getattr(self, "learner", None)
+        length = self.policy.sequence_length
+        if self.policy.is_recurrent and length not in (None, self.fragment_length):
+            raise ValueError(f"{name}.policy.sequence_length ({length}) must be unset or "
+                             f"fragment_length ({self.fragment_length}): {name} trains a recurrent "
+                             "policy on whole fragments")
+        super().__attrs_post_init__()
         minibatch = getattr(learner, "minibatch_size", None)
         if minibatch is not None:
             if minibatch % self.fragment_length:

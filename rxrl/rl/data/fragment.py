@@ -13,6 +13,13 @@ sequence and every truncated row; `bootstrap_obs[j]` is the observation that fol
 `bootstrap_rows[j]` (the final observation of a truncated episode). Every other row that did
 not end its episode continues into the next row. Terminated rows are not bootstrapped.
 
+A recurrent policy's fragment also carries `starts` (row `i` begins an episode: the state was
+zeroed before it) and `initial_state` (the state each sequence's first step was taken in), as
+`rxrl.rl.data.sequences.SequenceBatch` does, so that a learner replays the worker's cores; both
+or neither. Every bootstrap row then ends its stretch of an episode inside its sequence (the
+row after a truncated row starts an episode), which is what lets a learner read each bootstrap
+value one core step past its row (`rxrl.rl.models.recurrent.Segments.run_past`).
+
 >>> import numpy as np
 >>> from rxrl.rl.data.batch import SampleBatch
 >>> f = np.zeros(4, np.float32)
@@ -37,11 +44,21 @@ import numpy.typing as npt
 from rxrl.rl.data.batch import SampleBatch
 
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float32]
 
 
 def _int_rows(rows: Any) -> IntArray:
     """Row indices as an int64 array."""
     return np.asarray(rows, dtype=np.int64)
+
+
+def _bools(value: Any) -> BoolArray | None:
+    return None if value is None else np.asarray(value, dtype=np.bool_)
+
+
+def _floats(value: Any) -> FloatArray | None:
+    return None if value is None else np.asarray(value, dtype=np.float32)
 
 
 @attrs.frozen(eq=False)
@@ -50,7 +67,9 @@ class Fragment:
 
     `batch` holds the transitions (`advantages` and `value_targets` are zeros: a learner
     fills them in); `version` is the number of learner updates behind the weights that
-    sampled it (`RolloutWorker.weights_version`). See the module docstring for the layout.
+    sampled it (`RolloutWorker.weights_version`). A recurrent policy's fragment has `starts`
+    (`[B]` bool) and `initial_state` (`[num_sequences, state_size]`); see the module docstring
+    for the layout.
     """
 
     batch: SampleBatch
@@ -58,6 +77,8 @@ class Fragment:
     bootstrap_rows: IntArray = attrs.field(converter=_int_rows)
     bootstrap_obs: npt.NDArray[Any]
     version: int = 0
+    starts: BoolArray | None = attrs.field(default=None, converter=_bools)
+    initial_state: FloatArray | None = attrs.field(default=None, converter=_floats)
 
     def __attrs_post_init__(self) -> None:
         n = len(self.batch)
@@ -72,6 +93,26 @@ class Fragment:
         ends = np.arange(self.length - 1, n, self.length)
         if not np.isin(ends, self.bootstrap_rows).all():
             raise ValueError("Fragment: the last row of every sequence must be a bootstrap row")
+        if self.starts is not None or self.initial_state is not None:
+            self._check_recurrent()
+
+    def _check_recurrent(self) -> None:
+        """`starts` and `initial_state`: both given, of the fragment's shapes, and every
+        bootstrap row the last of its episode's rows in its sequence."""
+        n, starts, state = len(self.batch), self.starts, self.initial_state
+        if starts is None or state is None:
+            missing = "initial_state" if state is None else "starts"
+            raise ValueError(f"Fragment: {missing} is missing: a recurrent policy's fragment has both "
+                             "starts and initial_state, any other fragment neither")
+        if starts.shape != (n,):
+            raise ValueError(f"Fragment: starts must be [{n}] (one flag per row), got {starts.shape}")
+        if state.ndim != 2 or len(state) != self.num_sequences:
+            raise ValueError(f"Fragment: initial_state must be [{self.num_sequences}, state_size] "
+                             f"(one state per sequence), got {state.shape}")
+        inner = self.bootstrap_rows[(self.bootstrap_rows + 1) % self.length != 0]
+        if not starts[inner + 1].all():
+            raise ValueError("Fragment: a bootstrap row inside a sequence must be followed by a row "
+                             "that starts an episode (a truncated row's successor starts one)")
 
     def __len__(self) -> int:
         """Transitions in the fragment."""
@@ -82,9 +123,15 @@ class Fragment:
         """Sequences (environments' stretches) of `length` steps."""
         return len(self.batch) // self.length
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether the fragment carries `starts` and `initial_state` (a recurrent policy's)."""
+        return self.initial_state is not None
+
     @staticmethod
     def concat(fragments: Sequence[Fragment]) -> Fragment:
-        """Fragments of one sequence length joined in order; `version` is the oldest one's."""
+        """Fragments of one sequence length joined in order; `version` is the oldest one's.
+        Recurrent state is kept: all of them carry it (of one size), or none."""
         if not fragments:
             raise ValueError("Fragment.concat needs at least one fragment, got none")
         if len(fragments) == 1:
@@ -100,6 +147,7 @@ class Fragment:
                                                                                 strict=True)]),
             bootstrap_obs=np.concatenate([f.bootstrap_obs for f in fragments]),
             version=min(f.version for f in fragments),
+            **_joined_states(fragments),
         )
 
     def sequences(self, indices: npt.NDArray[np.intp]) -> Fragment:
@@ -113,7 +161,9 @@ class Fragment:
         keep = new >= 0
         sort = np.argsort(new[keep], kind="stable")
         return Fragment(self.batch.take(rows), self.length, new[keep][sort],
-                        self.bootstrap_obs[keep][sort], self.version)
+                        self.bootstrap_obs[keep][sort], self.version,
+                        starts=None if self.starts is None else self.starts[rows],
+                        initial_state=None if self.initial_state is None else self.initial_state[order])
 
     def time_major(self, column: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """A per-row array `[B, ...]` as `[length, num_sequences, ...]` (what `vtrace` takes)."""
@@ -127,6 +177,22 @@ class Fragment:
         out[:-1] = values[1:]
         out[self.bootstrap_rows] = bootstrap_values
         return out
+
+
+def _joined_states(fragments: Sequence[Fragment]) -> dict[str, Any]:
+    """`starts` and `initial_state` of fragments joined in order: all or none carry them."""
+    carrying = sum(f.recurrent for f in fragments)
+    if carrying == 0:
+        return {}
+    if carrying < len(fragments):
+        raise ValueError(f"Fragment.concat: {carrying} of {len(fragments)} fragments carry recurrent "
+                         "state (starts, initial_state): join fragments of one policy, all or none")
+    states = [f.initial_state for f in fragments if f.initial_state is not None]
+    sizes = {s.shape[1] for s in states}
+    if len(sizes) != 1:
+        raise ValueError(f"Fragment.concat: recurrent state sizes differ: {sorted(sizes)}")
+    return {"starts": np.concatenate([f.starts for f in fragments if f.starts is not None]),
+            "initial_state": np.concatenate(states)}
 
 
 __all__ = ["Fragment"]

@@ -83,6 +83,58 @@ class VTraceLoss:
     rho_mean: float
 
 
+@attrs.frozen(eq=False)
+class MinibatchInputs:
+    """A minibatch fragment's tensors on the learner's device: what a policy's forward over it
+    reads (`starts` and `initial_state` only for a recurrent policy)."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    bootstrap_rows: torch.Tensor
+    bootstrap_obs: torch.Tensor
+    starts: torch.Tensor | None = None
+    initial_state: torch.Tensor | None = None
+
+    @staticmethod
+    def of(f: Fragment, device: torch.device, policy: ActorCritic, where: str) -> MinibatchInputs:
+        """`f`'s tensors for `policy`; a recurrent policy needs the fragment's recurrent state,
+        else ValueError (``where`` names the caller)."""
+        def tensor(a: npt.NDArray[Any]) -> torch.Tensor:
+            return torch.as_tensor(a, device=device)
+
+        columns = (tensor(f.batch.obs), tensor(f.batch.actions), tensor(f.bootstrap_rows),
+                   tensor(f.bootstrap_obs))
+        if policy.core is None:
+            return MinibatchInputs(*columns)
+        if f.starts is None or f.initial_state is None:
+            missing = " and no ".join(n for n in ("starts", "initial_state") if getattr(f, n) is None)
+            raise ValueError(f"{where}: the policy is recurrent (policy.recurrent="
+                             f"{policy.config.recurrent!r}) but the fragment has no {missing}: sample "
+                             "it with RolloutWorker.sample_fragment from a worker of this policy")
+        return MinibatchInputs(*columns, starts=tensor(f.starts), initial_state=tensor(f.initial_state))
+
+    def heads(self, policy: ActorCritic) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`policy`'s head output `[B, out]` and values `[B]` (differentiable), and the values of
+        the bootstrap observations (no gradient): a recurrent policy's seen in the critic's
+        state after their rows (`ActorCritic.sequence_heads`)."""
+        if self.starts is None or self.initial_state is None:
+            out, values = policy.heads(policy.encode(self.obs))
+            with torch.no_grad():
+                boot = policy.heads(policy.encode(self.bootstrap_obs))[1]
+            return out, values, boot
+        out, values, after = policy.sequence_heads(self.obs, self.starts, self.initial_state,
+                                                   self.bootstrap_rows, self.bootstrap_obs)
+        assert after is not None
+        return out, values, after.detach()
+
+    def policy_out(self, policy: ActorCritic) -> torch.Tensor:
+        """`policy`'s head output `[B, out]` (APPO's target network; recurrent: over the
+        sequences from the worker's recorded states)."""
+        if self.starts is None or self.initial_state is None:
+            return policy.heads(policy.encode(self.obs))[0]
+        return policy.sequence_heads(self.obs, self.starts, self.initial_state)[0]
+
+
 class VTraceLearner(Learner):
     """Common machinery of `IMPALALearner` and `APPOLearner` (see the module docstring).
 
@@ -173,16 +225,16 @@ class VTraceLearner(Learner):
 
     def loss(self, f: Fragment) -> VTraceLoss:
         """The loss on one minibatch of whole sequences (V-trace with the current critic):
-        policy term + `vf_coef * 0.5 * E[(v - vs)^2]` - `ent_coef * E[entropy]`."""
+        policy term + `vf_coef * 0.5 * E[(v - vs)^2]` - `ent_coef * E[entropy]`. A recurrent
+        policy runs its cores over the sequences from their recorded states (the fragment's
+        `starts` and `initial_state`)."""
         b, dev, policy = f.batch, self.device, self.policy
-        obs = torch.as_tensor(b.obs, device=dev)
-        actions = torch.as_tensor(b.actions, device=dev)
+        inputs = MinibatchInputs.of(f, dev, policy, f"{type(self).__name__}.loss")
         behaviour = torch.as_tensor(b.logp, device=dev)
-        out, v = policy.heads(policy.encode(obs))
-        logp, entropy = policy.log_prob_entropy(out, actions)
+        out, v, boot = inputs.heads(policy)
+        logp, entropy = policy.log_prob_entropy(out, inputs.actions)
         with torch.no_grad():
-            boot = policy.heads(policy.encode(torch.as_tensor(f.bootstrap_obs, device=dev)))[1]
-            target_logp, target_out = self._target(obs, actions, logp)
+            target_logp, target_out = self._target(inputs, logp)
         v_np = v.detach().cpu().numpy()
         target_np = target_logp.cpu().numpy()
         tm = f.time_major
@@ -201,10 +253,10 @@ class VTraceLearner(Learner):
         terms = LossTerms(loss, pg.policy_loss, v_loss.item(), ent.item(), pg.approx_kl, pg.clip_fraction)
         return VTraceLoss(terms, vs_flat, v_np, adv_flat, float(np.exp(target_np - b.logp).mean()))
 
-    def _target(self, obs: torch.Tensor, actions: torch.Tensor,
+    def _target(self, inputs: MinibatchInputs,
                 logp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """V-trace's target policy at the minibatch (no gradient): the actions' log-probs, and
-        its head output where the loss needs the distribution."""
+        its head output where the loss needs the distribution (`logp`: the current policy's)."""
         raise NotImplementedError
 
     def _policy_terms(self, out: torch.Tensor, logp: torch.Tensor, behaviour: torch.Tensor,
@@ -278,7 +330,7 @@ class IMPALALearner(VTraceLearner):
         super().__init__(env, config or IMPALAConfig(), policy, seed, env_kwargs, device,
                          gamma=gamma, lam=lam)
 
-    def _target(self, obs: torch.Tensor, actions: torch.Tensor,
+    def _target(self, inputs: MinibatchInputs,
                 logp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         return logp.detach(), None
 
@@ -322,10 +374,10 @@ class APPOLearner(VTraceLearner):
         #: updates (batches) since the target network last moved
         self.updates_since_target = 0
 
-    def _target(self, obs: torch.Tensor, actions: torch.Tensor,
+    def _target(self, inputs: MinibatchInputs,
                 logp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        out = self.target.heads(self.target.encode(obs))[0]
-        return self.target.log_prob_entropy(out, actions)[0], out
+        out = inputs.policy_out(self.target)  # a recurrent one from the worker's recorded states
+        return self.target.log_prob_entropy(out, inputs.actions)[0], out
 
     def _policy_terms(self, out: torch.Tensor, logp: torch.Tensor, behaviour: torch.Tensor,
                       target_logp: torch.Tensor, target_out: torch.Tensor | None,
@@ -397,5 +449,5 @@ def _flat(time_major: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return np.ascontiguousarray(np.swapaxes(time_major, 0, 1)).reshape(-1)
 
 
-__all__ = ["APPOLearner", "IMPALALearner", "VTraceLearner", "VTraceLoss", "VTraceMetrics",
+__all__ = ["APPOLearner", "IMPALALearner", "MinibatchInputs", "VTraceLearner", "VTraceLoss", "VTraceMetrics",
            "VersionedWeights", "kl_divergence"]

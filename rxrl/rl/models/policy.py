@@ -166,16 +166,44 @@ class ActorCritic(nn.Module, ABC):
         without a core evaluates the rows as `evaluate` does."""
         if self.core is None:
             return self.evaluate(obs, actions)
+        out, values, _ = self.sequence_heads(obs, starts, initial_state)
+        logp, entropy = self._logp_entropy(out, actions)
+        return logp, entropy, values
+
+    def sequence_heads(
+        self, obs: torch.Tensor, starts: torch.Tensor, initial_state: torch.Tensor,
+        bootstrap_rows: torch.Tensor | None = None, bootstrap_obs: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """A recurrent policy's `heads` over env-major sequences (laid out as for
+        `evaluate_sequences`): the policy head output `[B, out_dim]`, the values `[B]`, and,
+        given `bootstrap_rows` (`[K]`) and `bootstrap_obs` (`[K, *obs_shape]`), the values `[K]`
+        of `bootstrap_obs[j]` seen in the critic core's state after row `bootstrap_rows[j]`
+        (None without them). Each such row must end its stretch of an episode in its sequence
+        (a sequence's last row, or one whose successor starts an episode), as a
+        `rxrl.rl.data.fragment.Fragment`'s bootstrap rows do: its observation is then one more
+        step of that segment (`rxrl.rl.models.recurrent.Segments.run_past`)."""
+        if self.core is None:
+            raise ValueError("ActorCritic.sequence_heads: this policy has no recurrent core "
+                             "(PolicyConfig.recurrent='none'); use heads(encode(obs))")
         segments = Segments(starts.reshape(initial_state.shape[0], -1))
         x = self.encode(obs)
         size = self.config.core_state_size
-        pi_hidden = segments.run(self.core, self.pi_trunk(x), initial_state[:, :size])
-        vf_hidden = pi_hidden
+        pi_hidden: torch.Tensor | None = None
         if self.vf_core is not None and self.vf_trunk is not None:
-            vf_hidden = segments.run(self.vf_core, self.vf_trunk(x), initial_state[:, size:])
-        out, values = self.pi_head(pi_hidden), self.vf_head(vf_hidden).squeeze(-1)
-        logp, entropy = self._logp_entropy(out, actions)
-        return logp, entropy, values
+            pi_hidden = segments.run(self.core, self.pi_trunk(x), initial_state[:, :size])
+            vf_core, vf_trunk, vf_state = self.vf_core, self.vf_trunk, initial_state[:, size:]
+        else:  # one trunk and one core feed both heads
+            vf_core, vf_trunk, vf_state = self.core, self.pi_trunk, initial_state[:, :size]
+        boot: torch.Tensor | None = None
+        if bootstrap_rows is None or bootstrap_obs is None:
+            vf_hidden = segments.run(vf_core, vf_trunk(x), vf_state)
+        else:
+            vf_hidden, after = segments.run_past(vf_core, vf_trunk(x), vf_state, bootstrap_rows,
+                                                 vf_trunk(self.encode(bootstrap_obs)))
+            boot = self.vf_head(after).squeeze(-1)
+        if pi_hidden is None:
+            pi_hidden = vf_hidden
+        return self.pi_head(pi_hidden), self.vf_head(vf_hidden).squeeze(-1), boot
 
     def log_prob_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Differentiable log-probs and entropies of `actions` given a policy head output

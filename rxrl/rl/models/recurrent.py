@@ -12,7 +12,11 @@ gives segments that each begin from a known state (the recorded one, or zeros); 
 `nn.LSTM` / `nn.GRU` call runs all of them side by side, each padded at its end. Padding at
 the end changes no output that is read (the core is causal), so the call needs no
 `PackedSequence`, whose per-step slicing made the backward pass 3x slower (32 sequences of
-8 steps: 4.8 ms packed, 1.4 ms for the bare call, 3.1 ms for an `LSTMCell` loop).
+8 steps, forward and backward: 4.8 ms packed, 1.5 ms as segments, 3.1 ms for an `LSTMCell` loop).
+
+A V-trace learner also needs each bootstrap observation's value in the state after its row;
+every such row ends its segment, so `Segments.run_past` appends that observation as one more
+step of the segment, in its padding, and the same call computes it.
 """
 
 from __future__ import annotations
@@ -66,19 +70,51 @@ class Segments:
         # a segment starts from its sequence's recorded state unless it starts an episode
         self.carries = ~starts.reshape(-1)[begins] & (begins % self.length == 0)
         self.source = begins[self.carries] // self.length
+        #: [S*T] bool: the row is its segment's last (the next row begins another segment)
+        self.ends = torch.ones_like(flat_first)
+        self.ends[:-1] = flat_first[1:]
 
     def run(self, core: nn.LSTM | nn.GRU, x: torch.Tensor, initial_state: torch.Tensor) -> torch.Tensor:
         """The core's outputs ``[S*T, size]`` over inputs ``[S*T, n_in]`` (rows env-major),
         sequence ``s`` starting from ``initial_state[s]`` (``[S, core state]``)."""
+        return self._run(core, x, initial_state, None)[0]
+
+    def run_past(self, core: nn.LSTM | nn.GRU, x: torch.Tensor, initial_state: torch.Tensor,
+                 rows: torch.Tensor, x_past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`run`'s outputs, and the outputs ``[len(rows), size]`` of one more step past each of
+        ``rows`` (each the last row of its segment), over inputs ``x_past`` (``[len(rows), n_in]``):
+        what the core gives for ``x_past[j]`` in the state it reached after row ``rows[j]``.
+
+        A V-trace learner reads its bootstrap values so (`rxrl.rl.data.fragment.Fragment`): a
+        bootstrap row ends its segment, so the extra step lies in that segment's padding, and
+        costs no call of its own."""
+        if not bool(self.ends[rows].all()):
+            raise ValueError("Segments.run_past: every row must be the last of its segment "
+                             "(a sequence's last row, or a row whose successor starts an episode)")
+        out, past = self._run(core, x, initial_state, (rows, x_past))
+        assert past is not None
+        return out, past
+
+    def _run(self, core: nn.LSTM | nn.GRU, x: torch.Tensor, initial_state: torch.Tensor,
+             past: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         h0 = x.new_zeros(self.num_segments, initial_state.shape[1])
         h0[self.carries] = initial_state[self.source].to(x.dtype)
-        padded = x.new_zeros(self.max_length, self.num_segments, x.shape[-1])
+        length = self.max_length
+        if past is not None and len(past[0]):
+            length = max(length, int(self.position[past[0]].max().item()) + 2)
+        padded = x.new_zeros(length, self.num_segments, x.shape[-1])
         padded[self.position, self.segment] = x
+        if past is not None:
+            rows, x_past = past
+            padded[self.position[rows] + 1, self.segment[rows]] = x_past.to(x.dtype)
         # no packing: a segment's padding comes after its steps, so it cannot change their outputs
-        # (the core is causal), and nothing is read from it; packing costs more than it saves here
+        # (the core is causal), and nothing is read from it but the steps `run_past` put there;
+        # packing costs more than it saves here
         out, _ = core(padded, _split_state(core, h0))
         result: torch.Tensor = out[self.position, self.segment]
-        return result
+        if past is None:
+            return result, None
+        return result, out[self.position[past[0]] + 1, self.segment[past[0]]]
 
 
 def run_sequences(core: nn.LSTM | nn.GRU, x: torch.Tensor, starts: torch.Tensor,

@@ -224,11 +224,17 @@ class RolloutWorker:
 
         The same transitions `sample` would return (behaviour log-probabilities in `logp`,
         behaviour values in `values`), without advantages, plus the observations a learner
-        bootstraps its own values from and `weights_version` (see `Fragment`).
+        bootstraps its own values from and `weights_version` (see `Fragment`). A recurrent
+        policy's fragment also has the episode starts and the state each of its sequences (one
+        per env) started in, as `sample_sequences` gives them for sequences of `fragment_length`.
         """
         steps = self._step_fragment(final_obs=True)
         fragment = steps.fragment(self._obs, self.fragment_length, self.weights_version)
-        return attrs.evolve(fragment, batch=self._with_stats(fragment.batch))
+        if self._state is None:
+            return attrs.evolve(fragment, batch=self._with_stats(fragment.batch))
+        starts, states = steps.sequence_columns(self.fragment_length)
+        return attrs.evolve(fragment, batch=self._with_stats(fragment.batch), starts=starts,
+                            initial_state=states[::self.fragment_length])
 
     def _with_stats(self, batch: SampleBatch) -> SampleBatch:
         """`batch` with its contribution to the running statistics, if the policy normalizes."""

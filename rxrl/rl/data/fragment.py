@@ -22,6 +22,7 @@ value one core step past its row (`rxrl.rl.models.recurrent.Segments.run_past`).
 
 >>> import numpy as np
 >>> from rxrl.rl.data.batch import SampleBatch
+from rxrl.rl.data.sequences import sequence_rows
 >>> f = np.zeros(4, np.float32)
 >>> rows = SampleBatch(obs=np.arange(4.0)[:, None], actions=np.zeros(4, np.int64), rewards=f,
 ...                    terminateds=f > 0, truncateds=f > 0, logp=f, values=f, advantages=f,
@@ -42,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rxrl.rl.data.batch import SampleBatch
+from rxrl.rl.data.sequences import sequence_rows
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -153,7 +155,7 @@ class Fragment:
     def sequences(self, indices: npt.NDArray[np.intp]) -> Fragment:
         """The sequences at `indices`, in that order (without episode statistics)."""
         order = np.asarray(indices, dtype=np.int64)
-        rows = (order[:, None] * self.length + np.arange(self.length)).ravel()
+        rows = sequence_rows(order, self.length)
         # bootstrap rows of the chosen sequences, renumbered into the new row order
         position = np.full(len(self.batch), -1, dtype=np.int64)
         position[rows] = np.arange(len(rows))

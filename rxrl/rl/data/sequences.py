@@ -39,6 +39,17 @@ BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float32]
 
 
+def sequence_rows(indices: npt.NDArray[np.intp], length: int) -> npt.NDArray[np.int64]:
+    """The rows of the env-major sequences of `length` steps at `indices`, in that order.
+
+    >>> sequence_rows(np.array([2, 0]), 3).tolist()
+    [6, 7, 8, 0, 1, 2]
+    """
+    order = np.asarray(indices, dtype=np.int64)
+    rows: npt.NDArray[np.int64] = (order[:, None] * length + np.arange(length)).ravel()
+    return rows
+
+
 def _bools(value: Any) -> BoolArray:
     return np.asarray(value, dtype=np.bool_)
 
@@ -111,10 +122,9 @@ class SequenceBatch:
 
     def sequences(self, indices: npt.NDArray[np.intp]) -> SequenceBatch:
         """The sequences at `indices`, in that order (without the batch-level extras)."""
-        order = np.asarray(indices, dtype=np.int64)
-        rows = (order[:, None] * self.length + np.arange(self.length)).ravel()
+        rows = sequence_rows(indices, self.length)
         return SequenceBatch(self.batch.take(rows), self.length, self.starts[rows],
-                             self.initial_state[order])
+                             self.initial_state[np.asarray(indices, dtype=np.int64)])
 
     def minibatches(self, size: int, rng: np.random.Generator | None = None) -> Iterator[SequenceBatch]:
         """Minibatches of whole sequences, about `size` rows each (``size // length``
@@ -133,4 +143,4 @@ class SequenceBatch:
         return attrs.evolve(self, batch=batch)
 
 
-__all__ = ["SequenceBatch"]
+__all__ = ["SequenceBatch", "sequence_rows"]

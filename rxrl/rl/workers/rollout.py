@@ -354,6 +354,7 @@ class _Steps:
         # recurrent policies: per step, where an episode started and the state acted in
         self.starts: list[npt.NDArray[np.bool_]] = []
         self.states: list[FloatArray] = []
+        self._kept: dict[int, tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]] = {}
 
     def recurrent(self, starts: npt.NDArray[np.bool_], state: FloatArray) -> None:
         self.starts.append(starts.copy())
@@ -361,10 +362,13 @@ class _Steps:
 
     def _rows(self, length: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
         """``(rows, cols)``: indexing a ``[S, N, ...]`` stack of steps with them gives each
-        env's first `length` valid steps, ``[N, length, ...]`` (env-major once flattened)."""
-        valid = np.stack(self.valid)
-        rows = np.stack([np.flatnonzero(valid[:, i])[:length] for i in range(valid.shape[1])])
-        return rows, np.arange(valid.shape[1])[:, None]
+        env's first `length` valid steps, ``[N, length, ...]`` (env-major once flattened);
+        computed once per call of the worker (`batch` or `fragment`, then `sequence_columns`)."""
+        if length not in self._kept:
+            valid = np.stack(self.valid)
+            rows = np.stack([np.flatnonzero(valid[:, i])[:length] for i in range(valid.shape[1])])
+            self._kept[length] = rows, np.arange(valid.shape[1])[:, None]
+        return self._kept[length]
 
     def sequence_columns(self, length: int) -> tuple[npt.NDArray[np.bool_], FloatArray]:
         """Per kept row, env-major: whether it starts an episode, and the state it was acted
@@ -403,10 +407,7 @@ class _Steps:
             next_values[step, envs] = finals
         valid = np.stack(self.valid)
         num_envs = valid.shape[1]
-        # rows[i] = the steps of env i's first `length` transitions; gathering with
-        # (rows, cols) gives [N, T] arrays, i.e. env-major once flattened.
-        rows = np.stack([np.flatnonzero(valid[:, i])[:length] for i in range(num_envs)])
-        cols = np.arange(num_envs)[:, None]
+        rows, cols = self._rows(length)
 
         def take(a: npt.NDArray[Any] | list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
             stacked: npt.NDArray[Any] = np.stack(a) if isinstance(a, list) else a
@@ -442,8 +443,7 @@ class _Steps:
         """The first `length` valid transitions of every env, env-major, raw (see `Fragment`)."""
         valid = np.stack(self.valid)
         num_envs = valid.shape[1]
-        rows = np.stack([np.flatnonzero(valid[:, i])[:length] for i in range(num_envs)])
-        cols = np.arange(num_envs)[:, None]
+        rows, cols = self._rows(length)
         obs = np.stack(self.obs)  # [S, N, *obs_shape]
         # the observation after each step: the next step's input (NEXT_STEP: the final one
         # when the episode ended, since that step only resets), or a SAME_STEP final one

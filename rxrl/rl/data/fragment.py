@@ -22,7 +22,6 @@ value one core step past its row (`rxrl.rl.models.recurrent.Segments.run_past`).
 
 >>> import numpy as np
 >>> from rxrl.rl.data.batch import SampleBatch
-from rxrl.rl.data.sequences import sequence_rows
 >>> f = np.zeros(4, np.float32)
 >>> rows = SampleBatch(obs=np.arange(4.0)[:, None], actions=np.zeros(4, np.int64), rewards=f,
 ...                    terminateds=f > 0, truncateds=f > 0, logp=f, values=f, advantages=f,

@@ -4,7 +4,7 @@ The exported graph is `rxrl.rl.models.greedy.GreedyPolicy`: raw env observations
 ``[B, *obs_shape]``, the env's own dtype), env actions out (int64 ``[B]`` for a Discrete space,
 its ``start`` added; float32 ``[B, d]`` for a Box, clipped to its bounds) — the observation
 normalization, the deterministic head and the action squashing/clipping are inside, so the
-actions equal ``rxrl eval``'s. Two formats:
+actions equal ``rxrl eval``'s. Three formats:
 
 - ``torchscript``: a traced module; ``torch.jit.load(FILE)(obs)``.
 - ``pt2``: a `torch.export` program (torch's successor to TorchScript, which torch 2.13
@@ -12,6 +12,19 @@ actions equal ``rxrl eval``'s. Two formats:
 - ``onnx``: an ONNX graph (opset 18, dynamic batch) from torch's exporter; input ``obs``,
   output ``action``; ``onnxruntime.InferenceSession(FILE).run(None, {"obs": obs})``. Needs
   the ``onnx`` extra (``pip install -e ".[onnx]"``) to export, onnxruntime only to run.
+
+A recurrent actor-critic (``policy.recurrent`` ``lstm`` or ``gru``) exports as
+`rxrl.rl.models.greedy.RecurrentGreedyPolicy`, a step that also takes and returns its state:
+``(obs [B, *obs_shape], state [B, S] float32) -> (action, state_out [B, S])``, ``S`` being
+`Exported.state_size` (the actor core's state, ``policy.core_state_size``: ``2 *
+recurrent_size`` for an LSTM, ``recurrent_size`` for a GRU; the critic's core is not in the
+file). Start every episode from zeros, pass each step's ``state_out`` to the next step, and
+zero a row of it when that row's env starts a new episode — as ``rxrl eval`` does:
+
+- ``torchscript`` / ``pt2``: ``action, state = policy(obs, state)``, ``state`` first
+  ``torch.zeros(B, S)``.
+- ``onnx``: inputs ``obs`` and ``state``, outputs ``action`` and ``state_out`` (both inputs
+  with a dynamic batch); ``action, state = session.run(None, {"obs": obs, "state": state})``.
 """
 
 from __future__ import annotations
@@ -39,8 +52,10 @@ ONNX_OPSET = 18
 
 @attrs.frozen
 class Exported:
-    """What `export_policy` wrote: the file, its format, the algorithm and env, and the
-    input's shape (after the batch dimension) and dtype."""
+    """What `export_policy` wrote: the file, its format, the algorithm and env, the
+    observation input's shape (after the batch dimension) and dtype, and the floats of
+    recurrent state per row the file takes and returns (0: a stateless policy, whose file
+    takes observations alone)."""
 
     path: Path
     format: str
@@ -48,18 +63,25 @@ class Exported:
     env: str
     obs_shape: tuple[int, ...]
     obs_dtype: str
+    state_size: int = 0
 
     def describe(self) -> str:
         """One line for the command line."""
         shape = ", ".join(["B", *map(str, self.obs_shape)])
+        if not self.state_size:
+            return (f"wrote {self.path} ({self.format}: {self.algo} {self.env}, obs [{shape}] "
+                    f"{self.obs_dtype} -> greedy env actions)")
         return (f"wrote {self.path} ({self.format}: {self.algo} {self.env}, obs [{shape}] "
-                f"{self.obs_dtype} -> greedy env actions)")
+                f"{self.obs_dtype}, state [B, {self.state_size}] float32 -> greedy env actions, "
+                f"next state; a zero state starts an episode)")
 
 
 def greedy_module(algo: Algorithm, config: RolloutSettings, learner_state: Any) -> Any:
     """The `GreedyPolicy` of a learner state: the algorithm's own (`Algorithm.greedy_module`:
-    DQN's argmax Q, SAC's squashed mean) or the config's actor-critic's. ValueError (one line)
-    for a multi-agent algorithm or a state that does not fit its config."""
+    DQN's argmax Q, SAC's squashed mean) or the config's actor-critic's (a
+    `RecurrentGreedyPolicy`, ``(obs, state) -> (actions, new_state)``, for a recurrent one; its
+    ``state_size`` says how many floats of state a row carries). ValueError (one line) for a
+    multi-agent algorithm or a state that does not fit its config."""
     from rxrl.training.evaluation import PolicyMismatch, load_actor_critic
 
     if algo.evaluate is not None:
@@ -75,9 +97,6 @@ def greedy_module(algo: Algorithm, config: RolloutSettings, learner_state: Any) 
 
         spaces = env_spaces(config, algo.name)
         policy = load_actor_critic(algo, config, learner_state)
-        if policy.core is not None:
-            raise ValueError(f"rxrl export does not support recurrent policies yet (this run's "
-                             f"policy.recurrent={policy.config.recurrent!r}); evaluate it with rxrl eval")
         module = actor_critic_greedy(policy, spaces.observation, spaces.action)
     return module.eval().requires_grad_(False)  # outputs a user can call .numpy() on
 
@@ -119,24 +138,35 @@ def _quiet() -> Iterator[None]:
                 lg.setLevel(level)
 
 
+def state_size(module: Any) -> int:
+    """Floats of recurrent state per row that a greedy module takes and returns: its
+    ``state_size`` (`RecurrentGreedyPolicy`), 0 for a module of observations alone."""
+    return int(getattr(module, "state_size", 0))
+
+
 def write_module(module: Any, example: np.ndarray[Any, Any], out: Path, fmt: str) -> None:
-    """Serialize ``module`` (traced on ``example``, a batch of observations) to ``out`` as
-    ``fmt``; the file is written whole or not at all (a temporary beside it, renamed)."""
+    """Serialize ``module`` (traced on ``example``, a batch of observations, and — for a
+    recurrent module, `state_size` > 0 — a zero state per row) to ``out`` as ``fmt``; the file
+    is written whole or not at all (a temporary beside it, renamed)."""
     import torch
 
     tmp = out.with_name(f".{out.name}.tmp")
     x = torch.as_tensor(example)
+    size = state_size(module)
+    inputs: tuple[Any, ...] = (x,) if not size else (x, torch.zeros(len(x), size, dtype=torch.float32))
+    names = (["obs"], ["action"]) if not size else (["obs", "state"], ["action", "state_out"])
     try:
         with _quiet(), torch.no_grad():
             batch = torch.export.Dim("batch", min=1)
+            dynamic = tuple({0: batch} for _ in inputs)
             if fmt == "torchscript":
-                traced = torch.jit.trace(module, (x,), check_trace=False)  # type: ignore[no-untyped-call]
+                traced = torch.jit.trace(module, inputs, check_trace=False)  # type: ignore[no-untyped-call]
                 torch.jit.save(traced, str(tmp))
             elif fmt == "pt2":
-                torch.export.save(torch.export.export(module, (x,), dynamic_shapes=({0: batch},)), str(tmp))
+                torch.export.save(torch.export.export(module, inputs, dynamic_shapes=dynamic), str(tmp))
             else:
-                program = torch.onnx.export(module, (x,), dynamo=True, input_names=["obs"],
-                                            output_names=["action"], dynamic_shapes=({0: batch},),
+                program = torch.onnx.export(module, inputs, dynamo=True, input_names=names[0],
+                                            output_names=names[1], dynamic_shapes=dynamic,
                                             opset_version=ONNX_OPSET, external_data=False,
                                             verbose=False)
                 assert program is not None
@@ -187,8 +217,8 @@ def export_policy(checkpoint: str | Path, out: str | Path, fmt: str = "torchscri
     example = example_observations(ckpt.config, 2)
     write_module(module, example, target, fmt)
     return Exported(target, fmt, ckpt.algo.name, ckpt.config.env, tuple(example.shape[1:]),
-                    str(example.dtype))
+                    str(example.dtype), state_size(module))
 
 
 __all__ = ["FORMATS", "ONNX_OPSET", "Exported", "example_observations", "export_policy", "greedy_module",
-           "write_module"]
+           "state_size", "write_module"]

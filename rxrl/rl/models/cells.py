@@ -32,6 +32,14 @@ FloatArray = npt.NDArray[np.float32]
 CORE = "core"
 
 
+def _sigmoid_(x: FloatArray) -> FloatArray:
+    """``_sigmoid(x)`` computed in ``x``'s own memory (which it overwrites); returns ``x``."""
+    np.negative(x, out=x)
+    np.exp(x, out=x)
+    x += np.float32(1.0)
+    return np.reciprocal(x, out=x)
+
+
 def _sigmoid(x: FloatArray) -> FloatArray:
     out: FloatArray = np.float32(1.0) / (np.float32(1.0) + np.exp(-x))
     return out
@@ -62,12 +70,19 @@ class Cell:
         size = self.size
         h = state[:, :size]
         if self.kind == "lstm":
-            gates = x @ self.w_ih_t + self.b_ih + h @ self.w_hh_t + self.b_hh
-            i, f = _sigmoid(gates[:, :size]), _sigmoid(gates[:, size:2 * size])
-            g, o = np.tanh(gates[:, 2 * size:3 * size]), _sigmoid(gates[:, 3 * size:])
-            c = f * state[:, size:] + i * g
-            h = o * np.tanh(c)
-            return h, np.concatenate([h, c], axis=1)
+            # in place where it can be: at a worker's batch sizes each numpy call costs more
+            # than its arithmetic (44.9 -> 26 us a step at 8 envs, 64 units)
+            gates = x @ self.w_ih_t
+            gates += h @ self.w_hh_t
+            gates += self.b_ih
+            gates += self.b_hh
+            g = np.tanh(gates[:, 2 * size:3 * size])
+            ifo = _sigmoid_(gates)  # the g columns' sigmoid is computed and not read
+            new = np.empty((len(x), 2 * size), np.float32)
+            c = np.multiply(ifo[:, size:2 * size], state[:, size:], out=new[:, size:])
+            c += ifo[:, :size] * g
+            h = np.multiply(ifo[:, 3 * size:], np.tanh(c), out=new[:, :size])
+            return h, new
         gi = x @ self.w_ih_t + self.b_ih
         gh = h @ self.w_hh_t + self.b_hh
         r = _sigmoid(gi[:, :size] + gh[:, :size])

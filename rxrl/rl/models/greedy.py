@@ -7,6 +7,13 @@ normalized with the policy's running statistics, frozen), the policy's determini
 Discrete space's ``start`` added, a Box action clipped to its bounds). Nothing in it refers
 to rxrl's classes: traced, it is a graph that torch (TorchScript) or onnxruntime (ONNX) runs
 alone.
+
+`RecurrentGreedyPolicy` is the same for an actor-critic with a recurrent core
+(``PolicyConfig.recurrent``): ``(obs, state) -> (actions, new_state)``, where ``state`` is
+float32 ``[B, state_size]``, the actor core's state alone (an LSTM's ``h`` then its ``c``, a
+GRU's ``h``; the critic's core plays no part in acting). Zeros are an episode's start state:
+the caller zeroes a row's state before its episode's first step and passes each step's
+``new_state`` to the next, as ``rxrl eval`` does (`rxrl.training.evaluation.RecurrentActing`).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import torch
 from torch import nn
 
 from rxrl.rl.data.running_stats import obs_transform
+from rxrl.rl.models.recurrent import step
 
 
 class Observations(nn.Module):
@@ -94,6 +102,9 @@ class Method(nn.Module):
 class GreedyPolicy(nn.Module):
     """``actions(net(observations(obs)))``: raw observations to env actions (module docstring)."""
 
+    #: floats of recurrent state per row: none (`RecurrentGreedyPolicy` carries some)
+    state_size: int = 0
+
     def __init__(self, observations: Observations, net: nn.Module, actions: Actions) -> None:
         super().__init__()
         self.observations, self.net, self.actions = observations, net, actions
@@ -104,18 +115,45 @@ class GreedyPolicy(nn.Module):
         return out
 
 
+class RecurrentGreedyPolicy(nn.Module):
+    """A recurrent actor's greedy step (module docstring): ``(obs [B, *obs_shape], state [B,
+    state_size] float32) -> (actions, new_state [B, state_size])``, computing
+    ``actions(head(core(trunk(observations(obs)), state)))`` with one step of the LSTM or GRU
+    ``core`` (`rxrl.rl.models.recurrent.step`). A zero state is an episode's start."""
+
+    def __init__(self, observations: Observations, trunk: nn.Module, core: nn.LSTM | nn.GRU,
+                 head: nn.Module, actions: Actions) -> None:
+        super().__init__()
+        self.observations, self.trunk, self.core, self.head, self.actions = (
+            observations, trunk, core, head, actions)
+        #: floats of state per row: an LSTM's ``h`` and ``c``, a GRU's ``h``
+        self.state_size = core.hidden_size * (2 if isinstance(core, nn.LSTM) else 1)
+
+    def forward(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The greedy env actions of a batch of raw observations seen in ``state``, and the
+        state after them."""
+        hidden, new_state = step(self.core, self.trunk(self.observations(obs)), state)
+        out: torch.Tensor = self.actions(self.head(hidden))
+        return out, new_state
+
+
 def actor_critic_greedy(policy: Any, observation_space: gym.Space[Any],
-                        action_space: gym.Space[Any]) -> GreedyPolicy:
+                        action_space: gym.Space[Any]) -> GreedyPolicy | RecurrentGreedyPolicy:
     """The greedy policy of an actor-critic (`rxrl.rl.models.policy.ActorCritic`): the argmax
-    of its logits, or its Gaussian mean, from the policy trunk and head alone."""
+    of its logits, or its Gaussian mean, from the policy trunk and head alone — and, when it
+    has a recurrent core (``policy.core``), that core: a `RecurrentGreedyPolicy` whose state is
+    the actor core's (``policy.config.core_state_size`` floats; with ``shared_trunk`` the one
+    core's)."""
     normalizer = policy.normalizer
     stats = None
     if normalizer is not None and policy.config.normalize_obs:
         stats = (normalizer.obs_mean.detach().cpu().numpy(), normalizer.obs_var.detach().cpu().numpy(),
                  float(normalizer.obs_clip))
-    net = nn.Sequential(policy.pi_trunk, policy.pi_head)
-    return GreedyPolicy(Observations(observation_space, stats), net,
-                        Actions(action_space, argmax=isinstance(action_space, gym.spaces.Discrete)))
+    observations = Observations(observation_space, stats)
+    actions = Actions(action_space, argmax=isinstance(action_space, gym.spaces.Discrete))
+    if policy.core is not None:
+        return RecurrentGreedyPolicy(observations, policy.pi_trunk, policy.core, policy.pi_head, actions)
+    return GreedyPolicy(observations, nn.Sequential(policy.pi_trunk, policy.pi_head), actions)
 
 
 def q_network_greedy(q_net: nn.Module, observation_space: gym.Space[Any],
@@ -132,5 +170,5 @@ def squashed_actor_greedy(actor: nn.Module, observation_space: gym.Space[Any],
                         Actions(action_space, argmax=False))
 
 
-__all__ = ["Actions", "GreedyPolicy", "Method", "Observations", "actor_critic_greedy",
-           "q_network_greedy", "squashed_actor_greedy"]
+__all__ = ["Actions", "GreedyPolicy", "Method", "Observations", "RecurrentGreedyPolicy",
+           "actor_critic_greedy", "q_network_greedy", "squashed_actor_greedy"]

@@ -274,6 +274,39 @@ def test_a_raising_on_restart_hook_stops_the_run() -> None:
             list(run)
 
 
+def test_an_actor_still_restarting_when_refreshed_is_waited_for_not_counted_again() -> None:
+    """CI, loaded: a killed actor's refresh met "the actor is restarting" (ActorUnavailableError)
+    several times, each counted as one more restart, and a group allowed 2 restarts gave up
+    after its first. Law: however often the restarting actor is found unavailable, recovery
+    counts one restart and refreshes the new life once it answers."""
+    from types import SimpleNamespace
+
+    from ray.exceptions import ActorUnavailableError
+
+    from rxrl.backends.ray.host import OK
+    from rxrl.backends.ray.members import Member
+
+    answers: list[Any] = [ActorUnavailableError("restarting", None)] * 5 + [OK]
+    sent: list[Any] = []
+
+    def get(ref: Any, node: Any, where: str) -> Any:
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    member = object.__new__(Member)
+    member.rt = SimpleNamespace(get=get)  # type: ignore[assignment]
+    member.state = SimpleNamespace(latest={}, group=SimpleNamespace(site="here"))  # type: ignore[assignment]
+    member.handle = SimpleNamespace(refresh=SimpleNamespace(remote=sent.append))
+    member.where, member.max_restarts, member.restarts, member.epoch = "A[0]", 2, 0, 0
+    member.lock, member.outstanding = threading.RLock(), {}
+    failed = SimpleNamespace(p=SimpleNamespace(epoch=0))
+    member.recover(failed, SimpleNamespace(describe=lambda: "gather"), None)  # type: ignore[arg-type]
+    assert member.restarts == 1 and member.epoch == 1
+    assert len(sent) == 6 and not answers  # asked until the new life answered
+
+
 class Stuck:
     """Its second sample blocks forever (after telling the ledger)."""
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import ray
-from ray.exceptions import ActorDiedError, GetTimeoutError, RayActorError, RayError
+from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError, RayError
 
 from rxrl import graph as g
 from rxrl.actors import ActorGroup, Tagged
@@ -31,6 +32,8 @@ from rxrl.errors import ActorError, OperatorError
 if TYPE_CHECKING:
     from rxrl.backends.ray.runtime import RayRuntime
 
+#: the first and the longest wait before asking a restarting actor again (`RayMember.recover`)
+_RESTARTING_POLL_S, _RESTARTING_POLL_MAX_S = 0.01, 0.5
 #: a Ray actor handle of ``Host`` (Ray's handle types do not describe ``num_returns=2``)
 Handle = Any
 #: an item encoded for ``Host.apply``: (shape, shard, group, values)
@@ -258,18 +261,26 @@ class Member(Target):
                 return  # already sent again to the new life by an earlier recovery
             if self.max_restarts == 0 or isinstance(cause, ActorDiedError):
                 raise self._death(node, cause)
+            self.restarts += 1
+            backoff = _RESTARTING_POLL_S
             while True:
-                self.restarts += 1
                 effects = [(fn_id, *item) for fn_id, item in self.state.latest.items()]
                 ref = self.handle.refresh.remote(effects)
                 try:
                     status = self.rt.get(ref, node, self.where)
                 except ActorDiedError as e:
                     raise self._death(node, e) from e
+                except ActorUnavailableError:
+                    # still restarting (a loaded machine takes seconds): the same restart, not
+                    # another one; Ray ends it either way (a new life, or ActorDiedError)
+                    time.sleep(backoff)
+                    backoff = min(2 * backoff, _RESTARTING_POLL_MAX_S)
+                    continue
                 except RayActorError as e:
+                    self.restarts += 1  # restarted again while being refreshed
                     if 0 <= self.max_restarts < self.restarts:
                         raise self._death(node, e) from e
-                    continue  # restarted again while being refreshed
+                    continue
                 if isinstance(status, Failure):
                     raise_failure(status)
                 self.epoch += 1

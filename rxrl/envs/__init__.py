@@ -1,5 +1,9 @@
 """rxrl.envs: the multi-agent env registry (PettingZoo Parallel API) and rxrl's own envs.
 
+Single-agent envs are gymnasium ids, built by `make_env` and `rxrl.envs.vector.make_vector_env`;
+pixel games come preprocessed: ``ALE/`` ids as `AtariSettings` say (`rxrl.envs.atari`),
+``MinAtar/`` ids channels first (`rxrl.envs.minatar`).
+
 A multi-agent env is named by a string, so that configs stay JSON and Ray actors can build
 their own copies:
 
@@ -23,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rxrl.envs.api import ParallelEnvLike, check_parallel_env
+from rxrl.envs.atari import AtariSettings
 from rxrl.envs.multi_cartpole import MultiAgentCartPole
 from rxrl.envs.navigation import Navigation2D, Navigation2DTasks, TaskEnv, register_gym_envs
 from rxrl.envs.stateless import (
@@ -31,6 +36,7 @@ from rxrl.envs.stateless import (
     StatelessPendulumEnv,
     register_stateless_envs,
 )
+from rxrl.envs.vector import make_env
 
 #: task-distribution envs (MAML) by gymnasium id: ``make(num_envs=, seed=, **env_kwargs)``
 TASK_ENVS: Mapping[str, Callable[..., TaskEnv]] = {"rxrl/Navigation2D-v0": Navigation2DTasks}
@@ -91,7 +97,7 @@ def _not_multi_agent(name: str) -> str:
     return f"{name!r} is not a multi-agent (PettingZoo Parallel) env; {_KINDS}"
 
 
-__all__ = ["BUILTIN", "TASK_ENVS", "MultiAgentCartPole", "Navigation2D", "Navigation2DTasks",
+__all__ = ["BUILTIN", "TASK_ENVS", "AtariSettings", "MultiAgentCartPole", "Navigation2D", "Navigation2DTasks",
            "ParallelEnvLike", "StatelessCartPoleEnv", "StatelessCartPoleVectorEnv", "StatelessPendulumEnv",
-           "TaskEnv", "check_parallel_env", "make_parallel_env", "register_gym_envs",
+           "TaskEnv", "check_parallel_env", "make_env", "make_parallel_env", "register_gym_envs",
            "register_stateless_envs"]

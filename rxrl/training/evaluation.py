@@ -196,10 +196,15 @@ def env_actions(space: Any, actions: np.ndarray[Any, Any]) -> np.ndarray[Any, An
 def greedy_episodes(env_id: str, env_kwargs: Mapping[str, Any], act: Callable[..., Any],
                     episodes: int, seed: int) -> tuple[list[float], list[int]]:
     """Returns and lengths of ``episodes`` episodes of ``act(obs_batch, deterministic=True)``
-    on one env, seeded ``seed`` at its first reset (the later resets continue its RNG)."""
+    on one env, seeded ``seed`` at its first reset (the later resets continue its RNG).
+
+    The env is built for evaluation (`rxrl.envs.vector.make_env`): an Atari episode is a whole
+    game with the game's rewards, its return the raw score."""
     import gymnasium as gym  # the driver of a run imports it only once it evaluates
 
-    env: Any = gym.make(env_id, **dict(env_kwargs))
+    from rxrl.envs.vector import make_env
+
+    env: Any = make_env(env_id, env_kwargs, training=False)
     space = env.action_space
     returns: list[float] = []
     lengths: list[int] = []
@@ -297,11 +302,10 @@ class Evaluator:
         # what the first evaluation would otherwise pay for (torch's import, the env's module),
         # paid while the run starts: an evaluation that does not block training should not
         # take seconds longer the first time
-        import gymnasium as gym
-
         import rxrl.rl.models.policy  # noqa: F401 - torch, and the policies' code
+        from rxrl.envs.vector import make_env
 
-        gym.make(config.env, **dict(config.env_kwargs)).close()
+        make_env(config.env, config.env_kwargs, training=False).close()
 
     def evaluate(self, state: Mapping[str, Any], episodes: int, seed: int, iteration: int = 0,
                  env_steps: int = 0) -> EvalResult:

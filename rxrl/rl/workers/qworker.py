@@ -14,7 +14,7 @@ import numpy.typing as npt
 import torch
 from gymnasium.vector import AutoresetMode
 
-from rxrl.envs.vector import EnvSpaces, autoreset_mode, make_vector_env
+from rxrl.envs.vector import EnvSpaces, autoreset_mode, make_vector_env, reported_episodes
 from rxrl.rl.config import QNetConfig
 from rxrl.rl.data.episode_metrics import EpisodeMetricsRecorder
 from rxrl.rl.data.transitions import TransitionBatch
@@ -45,8 +45,10 @@ class TransitionWorker(ABC):
 
     Seeding: the env reset seed and the generator `rng` (exploration) come from
     `(seed, worker_index)`. `torch_threads` (default 1) is applied process-wide; None leaves
-    it. Episode statistics are those of episodes that ended during the call; `env_steps`
-    (the attribute) counts every transition stepped so far (an exploration schedule's clock).
+    it. Episode statistics are those of episodes that ended during the call (an env that
+    reports whole games, as Atari does: its games with their raw scores,
+    `rxrl.envs.vector.reported_episodes`); `env_steps` (the attribute) counts every transition
+    stepped so far (an exploration schedule's clock).
 
     ``episode_metrics`` (``"module:function"``, `rxrl.rl.data.episode_metrics`): called for
     every episode that ends, with that sub-env's final info and the episode's return and
@@ -116,10 +118,12 @@ class TransitionWorker(ABC):
             self._episode_return += rewards
             self._episode_length += valid
             if done.any():
-                steps.episodes(self._episode_return[done], self._episode_length[done])
+                games, returns, lengths = reported_episodes(  # Atari: whole games, raw scores
+                    infos, np.flatnonzero(done), not self.next_step_reset, self._episode_return[done],
+                    self._episode_length[done])
+                steps.episodes(returns, lengths)
                 if self.episode_metrics is not None:
-                    self.episode_metrics.record(infos, np.flatnonzero(done), not self.next_step_reset,
-                                                self._episode_return[done], self._episode_length[done])
+                    self.episode_metrics.record(infos, games, not self.next_step_reset, returns, lengths)
                 self._episode_return[done], self._episode_length[done] = 0.0, 0
             if self.next_step_reset:
                 self._resetting = done

@@ -12,7 +12,13 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium.vector import AutoresetMode
 
-from rxrl.envs.vector import EnvSpaces, autoreset_mode, make_vector_env, registered_id
+from rxrl.envs.vector import (
+    EnvSpaces,
+    autoreset_mode,
+    make_vector_env,
+    registered_id,
+    reported_episodes,
+)
 from rxrl.rl.config import A2CConfig, PolicyConfig, check_discount
 from rxrl.rl.data.batch import SampleBatch
 from rxrl.rl.data.episode_metrics import EpisodeMetricsRecorder
@@ -102,8 +108,11 @@ class RolloutWorker:
     policy with those weights (`torch_threads` then applies only if torch is already loaded).
     Such a worker cannot `compute_gradients` (A3C).
 
-    Episode statistics in a batch are those of episodes that ended during its sampling.
-    `env_steps` counts every transition stepped, dropped surplus included.
+    Episode statistics in a batch are those of episodes that ended during its sampling. An env
+    that reports whole games (`rxrl.envs.vector.reported_episodes`: Atari, whose training
+    episodes end at every lost life and whose rewards are clipped) has its games reported
+    instead, with their raw scores. `env_steps` counts every transition stepped, dropped
+    surplus included.
 
     With a normalizing policy (`PolicyConfig.normalize_obs` / `scale_rewards`) the worker
     acts on observations normalized with the statistics it was last sent, stores the raw
@@ -276,10 +285,12 @@ class RolloutWorker:
             self._episode_length += valid
             if done.any():
                 ended = np.flatnonzero(done)
-                steps.episodes(self._episode_return[done], self._episode_length[done])
+                games, returns, lengths = reported_episodes(  # Atari: whole games, raw scores
+                    infos, ended, not self.next_step_reset, self._episode_return[done],
+                    self._episode_length[done])
+                steps.episodes(returns, lengths)
                 if self.episode_metrics is not None:
-                    self.episode_metrics.record(infos, ended, not self.next_step_reset,
-                                                self._episode_return[done], self._episode_length[done])
+                    self.episode_metrics.record(infos, games, not self.next_step_reset, returns, lengths)
                 self._episode_return[done], self._episode_length[done] = 0.0, 0
                 if not self.next_step_reset:
                     finals = np.stack([np.asarray(infos["final_obs"][i]) for i in ended])

@@ -1,0 +1,73 @@
+"""MinAtar: channels-first uint8 observations of MinAtar's own states, in one env, a vector env,
+the spaces and a worker's batch, and the missing extra."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rxrl.envs.minatar import channels_first
+from rxrl.envs.vector import EnvSpaces, make_env, make_vector_env, registered_id
+
+BREAKOUT = "MinAtar/Breakout-v1"
+
+
+@pytest.mark.parametrize(("game", "channels"), [("Asterix", 4), ("Breakout", 4), ("Freeway", 7),
+                                                ("Seaquest", 10), ("SpaceInvaders", 6)])
+def test_observations_are_channels_first_uint8(game: str, channels: int) -> None:
+    env = make_env(f"MinAtar/{game}-v1")
+    assert env.observation_space == gym.spaces.Box(0, 1, (channels, 10, 10), np.uint8)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (channels, 10, 10) and obs.dtype == np.uint8 and obs.max() == 1
+    env.close()
+
+
+def test_observations_are_minatars_states_step_for_step() -> None:
+    """Same seed, same actions: each observation is MinAtar's state moved to channels first,
+    across episode ends and resets."""
+    registered_id(BREAKOUT)  # registers MinAtar's ids
+    env, ref = make_env(BREAKOUT), gym.make(BREAKOUT)
+    obs, _ = env.reset(seed=4)
+    state, _ = ref.reset(seed=4)
+    ends = 0
+    for a in np.random.default_rng(0).integers(0, 3, 300):
+        np.testing.assert_array_equal(obs, np.moveaxis(state, -1, 0).astype(np.uint8))
+        obs, reward, terminated, truncated, _ = env.step(a)
+        state, ref_reward, ref_terminated, ref_truncated, _ = ref.step(a)
+        assert (reward, terminated, truncated) == (ref_reward, ref_terminated, ref_truncated)
+        if terminated or truncated:
+            ends += 1
+            (obs, _), (state, _) = env.reset(), ref.reset()
+    assert ends >= 1
+    assert channels_first(state).flags.c_contiguous
+
+
+def test_vector_env_spaces_and_a_workers_batch_are_uint8() -> None:
+    from rxrl.rl.workers.rollout import RolloutWorker
+
+    space = gym.spaces.Box(0, 1, (4, 10, 10), np.uint8)
+    assert EnvSpaces.of(BREAKOUT) == EnvSpaces(space, gym.spaces.Discrete(3))
+    vec = make_vector_env(BREAKOUT, 3)
+    assert vec.single_observation_space == space
+    obs, _ = vec.reset(seed=0)
+    assert obs.shape == (3, 4, 10, 10) and obs.dtype == np.uint8
+    vec.close()
+    worker = RolloutWorker(BREAKOUT, num_envs=2, fragment_length=16)
+    batch = worker.sample()
+    worker.close()
+    assert batch.obs.shape == (32, 4, 10, 10) and batch.obs.dtype == np.uint8
+
+
+def test_a_missing_minatar_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in ("minatar", "minatar.gym"):
+        monkeypatch.setitem(sys.modules, module, None)
+    message = r'^MinAtar/Breakout-v1 needs the minatar extra: pip install -e "\.\[minatar\]"$'
+    calls: list[Any] = [lambda: registered_id(BREAKOUT), lambda: make_env(BREAKOUT),
+                        lambda: make_vector_env(BREAKOUT, 2)]
+    for call in calls:
+        with pytest.raises(ValueError, match=message):
+            call()

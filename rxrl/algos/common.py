@@ -18,7 +18,7 @@ import numpy as np
 import rxrl
 from rxrl.actors import ActorGroup, Tagged
 from rxrl.envs.vector import EnvSpaces, registered_id
-from rxrl.rl.config import PolicyConfig
+from rxrl.rl.config import PolicyConfig, QNetConfig, resolve_trunk
 from rxrl.rl.data.batch import SampleBatch, standardize
 from rxrl.rl.data.episode_metrics import declared_names, resolve_episode_metrics
 from rxrl.rl.data.metrics import EpisodeStats, Metrics, MetricsAccumulator, TrainMetrics
@@ -277,7 +277,20 @@ def env_spaces(config: RolloutSettings, algorithm: str) -> EnvSpaces:
     if not isinstance(obs, gym.spaces.Box | gym.spaces.Discrete):
         raise ValueError(f"{algorithm} does not support the observation space {obs} of "
                          f"{config.env}; supported: Box and Discrete")
+    check_trunks(config, obs)
     return spaces
+
+
+def check_trunks(config: RolloutSettings, observation: gym.Space[Any]) -> None:
+    """The config's trunk settings (``policy.trunk``, a Q-network's ``learner.q_net.trunk``)
+    checked against the observation space: a one-line ValueError before any actor starts
+    (`rxrl.rl.config.resolve_trunk`), not from inside a worker."""
+    policy = getattr(config, "policy", None)
+    if isinstance(policy, PolicyConfig):
+        resolve_trunk(policy.trunk, observation, "policy.trunk")
+    q_net = getattr(getattr(config, "learner", None), "q_net", None)
+    if isinstance(q_net, QNetConfig):
+        resolve_trunk(q_net.trunk, observation, "learner.q_net.trunk")
 
 
 def spaces_of(env: str, env_kwargs: Mapping[str, Any] | None = None) -> EnvSpaces:
@@ -416,7 +429,10 @@ def _workers(settings: RolloutSettings, start: Start | None, *, torch_free: bool
         weights = start.weights()
     elif torch_free:
         spaces = spaces_of(registered_id(s.env), s.env_kwargs)
-        weights = InitialWeights(spaces.observation, spaces.action, s.policy, s.seed)
+        if resolve_trunk(s.policy.trunk, spaces.observation) != "mlp":
+            torch_free = False  # a CNN acts through torch (`rxrl.rl.models.policy.TorchForward`)
+        else:
+            weights = InitialWeights(spaces.observation, spaces.action, s.policy, s.seed)
     return RolloutWorkerFactory(s.env, s.num_envs_per_worker, s.fragment_length, worker_seed(s, start),
                                 s.gamma, s.lam, s.policy, weights, s.env_kwargs,
                                 start.version() if start is not None else 0, torch_policy=not torch_free,

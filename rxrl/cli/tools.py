@@ -10,12 +10,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 import rxrl
 from rxrl.algos import get
-from rxrl.algos.common import Start
+from rxrl.algos.common import Start, spaces_of
 from rxrl.algos.configs import from_dict, parse_assignment, with_settings
+from rxrl.algos.spec import Algorithm
+from rxrl.envs.vector import registered_id
+from rxrl.rl.config import PolicyConfig, QNetConfig, resolve_trunk
 from rxrl.training.checkpoint import (
     TRACE_FORMAT,
     CheckpointClock,
@@ -55,8 +59,48 @@ def show(args: argparse.Namespace) -> int:
     algo = get(args.algo)
     settings = dict(parse_assignment(s) for s in args.settings)
     config = with_settings(algo.config(), {**({"env": args.env} if args.env else {}), **settings})
+    model = model_line(algo, config) if args.format == "text" else None
     print(rxrl.show(algo.plan(config, None), args.format))
+    if model is not None:
+        print(model)
     return 0
+
+
+def model_line(algo: Algorithm, config: Any) -> str | None:
+    """``rxrl show``'s line naming the network ``config`` builds for its env's spaces, e.g.
+    ``policy: nature_cnn trunk (4x84x84 uint8) + lstm 64 + categorical(6) and value heads``
+    (a ValueError when its trunk does not fit them); None for the algorithms whose networks
+    have no trunk setting (SAC, the multi-agent ones)."""
+    q_net = getattr(getattr(config, "learner", None), "q_net", None)
+    if not isinstance(q_net, QNetConfig) and (algo.greedy is not None or algo.evaluate is not None):
+        return None
+    spaces = spaces_of(registered_id(config.env), config.env_kwargs)
+    obs, action = spaces.observation, spaces.action
+    if isinstance(obs, gym.spaces.Box):
+        seen = f"{'x'.join(map(str, obs.shape))} {obs.dtype}"
+    else:
+        seen = f"{obs} one-hot" if isinstance(obs, gym.spaces.Discrete) else str(obs)
+    if isinstance(q_net, QNetConfig):
+        trunk = _trunk_text(resolve_trunk(q_net.trunk, obs, "learner.q_net.trunk"), q_net.hidden_sizes,
+                            q_net.activation, shared=True)
+        actions = int(action.n) if isinstance(action, gym.spaces.Discrete) else action
+        heads = "dueling value and advantage heads" if q_net.dueling else "Q head"
+        return f"q_net: {trunk} ({seen}) + {heads} ({actions} actions)"
+    policy: PolicyConfig = config.policy
+    trunk = _trunk_text(resolve_trunk(policy.trunk, obs), policy.hidden_sizes, policy.activation,
+                        policy.shared_trunk)
+    two = "" if policy.shared_trunk else " ×2 (actor, critic)"
+    core = f" + {policy.recurrent} {policy.recurrent_size}{two}" if policy.is_recurrent else ""
+    head = (f"categorical({action.n})" if isinstance(action, gym.spaces.Discrete)
+            else f"gaussian({action.shape[0] if action.shape else action})")
+    return f"policy: {trunk} ({seen}){core} + {head} and value heads"
+
+
+def _trunk_text(trunk: str, hidden_sizes: tuple[int, ...], activation: str, shared: bool) -> str:
+    if trunk != "mlp":  # one CNN feeds both heads (`PolicyConfig`)
+        return f"{trunk} trunk"
+    two = "" if shared else " ×2 (actor, critic)"
+    return f"mlp trunk {'x'.join(map(str, hidden_sizes))} {activation}{two}"
 
 
 # ------------------------------------------------------------------------------------ eval

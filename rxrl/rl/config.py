@@ -3,14 +3,65 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal, get_args
 
 import attrs
+import gymnasium as gym
 from attrs import validators as v
 
 Activation = Literal["tanh", "relu"]
 #: `PolicyConfig.recurrent`: no recurrent core, an LSTM or a GRU
 Recurrent = Literal["none", "lstm", "gru"]
+#: `PolicyConfig.trunk` / `QNetConfig.trunk`: what turns observations into features
+#: (`resolve_trunk`; the CNNs are `rxrl.rl.models.cnn`'s)
+Trunk = Literal["auto", "mlp", "nature_cnn", "impala_cnn", "minatar_cnn"]
+#: a `Trunk` other than ``"auto"``: the one a network is built with
+BuiltTrunk = Literal["mlp", "nature_cnn", "impala_cnn", "minatar_cnn"]
+#: the smallest image side each CNN takes: the Nature CNN's 8x8/4, 4x4/2 and 3x3/1 convolutions
+#: leave nothing of fewer than 36 px; the MinAtar CNN's 3x3 convolution needs 3
+MIN_SIDE: dict[str, int] = {"nature_cnn": 36, "impala_cnn": 1, "minatar_cnn": 3}
+
+
+def resolve_trunk(trunk: Trunk, space: gym.Space[Any], field: str = "policy.trunk") -> BuiltTrunk:
+    """The trunk ``trunk`` gives observations of ``space`` (``field`` names the setting in
+    errors).
+
+    ``"auto"``: an image (a 3-D `Box`, channels first: ``[C, H, W]``) gets the Nature CNN from
+    36 px a side and the MinAtar CNN from 3 px; anything else the MLP. A CNN named outright
+    must get an image at least its `MIN_SIDE` a side. Raises a one-line ValueError for a CNN
+    on a non-image space, an image too small for it, or a channels-last image (``[H, W, C]``
+    with C <= 4 < H, W: transpose it in the env).
+
+    >>> image = gym.spaces.Box(0, 255, (4, 84, 84), "uint8")
+    >>> resolve_trunk("auto", image), resolve_trunk("auto", gym.spaces.Box(0, 1, (4, 10, 10), "uint8"))
+    ('nature_cnn', 'minatar_cnn')
+    >>> resolve_trunk("auto", gym.spaces.Box(-1, 1, (4,))), resolve_trunk("mlp", image)
+    ('mlp', 'mlp')
+    """
+    if trunk not in get_args(Trunk):
+        raise ValueError(f"{field} must be one of {list(get_args(Trunk))}, got {trunk!r}")
+    if trunk == "mlp":
+        return "mlp"
+    shape = space.shape if isinstance(space, gym.spaces.Box) else None
+    if shape is None or len(shape) != 3:
+        if trunk == "auto":
+            return "mlp"
+        seen = f"a Box of shape {shape} {space.dtype}" if shape is not None else repr(space)
+        raise ValueError(f"{field}={trunk!r} needs image observations (a 3-D Box [C, H, W]), got "
+                         f"{seen}: use {field}='mlp' or 'auto'")
+    channels, height, width = shape
+    if width <= 4 < min(channels, height):
+        raise ValueError(f"{field}={trunk!r}: observations of shape {shape} look channels-last; the "
+                         "CNN trunks take [C, H, W] (stacked frames on the channel axis): transpose "
+                         f"them in the env, or use {field}='mlp'")
+    if trunk == "auto":
+        side = min(height, width)
+        return "nature_cnn" if side >= MIN_SIDE["nature_cnn"] else (
+            "minatar_cnn" if side >= MIN_SIDE["minatar_cnn"] else "mlp")
+    if min(height, width) < MIN_SIDE[trunk]:
+        raise ValueError(f"{field}={trunk!r} needs images of at least {MIN_SIDE[trunk]} px a side, got "
+                         f"{height}x{width} (shape {shape}): use {field}='auto' or 'impala_cnn' (any size)")
+    return trunk
 
 
 def _positive_ints(
@@ -59,12 +110,28 @@ _GRAD_CLIP: float | None = 0.5
 
 @attrs.frozen
 class PolicyConfig:
-    """Architecture of the MLP actor-critic built by `make_policy`.
+    """Architecture of the actor-critic built by `make_policy`.
 
-    `hidden_sizes` are the trunk widths (CleanRL: 64x64 tanh). With `shared_trunk=False`
+    `trunk` turns observations into features (`resolve_trunk`): ``"mlp"``, a CNN for image
+    observations (uint8 ``[C, H, W]``, stacked frames on the channel axis:
+    ``"nature_cnn"``, Mnih et al. 2015; ``"impala_cnn"``, Espeholt et al. 2018's ResNet;
+    ``"minatar_cnn"``, one 3x3 convolution for MinAtar's 10x10 images; `rxrl.rl.models.cnn`),
+    or ``"auto"`` (the default): the MLP for flat observations, the Nature CNN for images of
+    36 px a side or more, the MinAtar CNN for smaller ones.
+
+    `hidden_sizes` are the MLP trunk's widths (CleanRL: 64x64 tanh). With `shared_trunk=False`
     the actor and the critic each get their own trunk of that shape; with `True` they share
     one and differ only in their heads. `init_log_std` is the initial state-independent
     log standard deviation of the Gaussian head (Box action spaces only).
+
+    A CNN is one torso that feeds both heads, whatever `shared_trunk` says (as CleanRL's
+    ``ppo_atari``, SB3's ``CnnPolicy`` and the IMPALA paper's network do): a second CNN for the
+    critic would double the cost of every forward and backward pass, nearly all of which is
+    the convolutions. Its last layer (512, 256 or 128 ReLU units) is the trunk's output:
+    `hidden_sizes` and `activation` do not apply, and `shared_trunk` only decides whether the
+    actor and the critic get a recurrent core each or share one. Pixels stay uint8 until the
+    CNN's forward divides them by the space's upper bound (255; none for 0/1 images);
+    `normalize_obs` does not apply to images.
 
     Running statistics (`rxrl.rl.data.running_stats`; CleanRL's and SB3's continuous-control
     details): `normalize_obs` feeds the networks `clip((obs - mean) / std, +-obs_clip)`
@@ -92,6 +159,7 @@ class PolicyConfig:
     recurrent: Recurrent = attrs.field(default="none", validator=v.in_(("none", "lstm", "gru")))
     recurrent_size: int = attrs.field(default=64, validator=_int_at_least(1))
     sequence_length: int | None = attrs.field(default=None, validator=_optional_int_at_least_1)
+    trunk: Trunk = attrs.field(default="auto", validator=v.in_(get_args(Trunk)))
 
     @property
     def normalizes(self) -> bool:
@@ -158,15 +226,19 @@ _DQN_GRAD_CLIP: float | None = 10.0
 
 @attrs.frozen
 class QNetConfig:
-    """Architecture of the MLP Q-network built by `rxrl.rl.models.qnet.make_q_network`.
+    """Architecture of the Q-network built by `rxrl.rl.models.qnet.make_q_network`.
 
-    `hidden_sizes` are the trunk widths; with `dueling` the trunk feeds a value head and an
-    advantage head, `Q = V + A - mean(A)` (Wang et al. 2016), instead of one Q head.
+    `trunk` as `PolicyConfig.trunk` (``"auto"``: the MLP for flat observations, a CNN for
+    images; the Nature CNN is DQN's own network); `hidden_sizes` are the MLP trunk's widths
+    (a CNN ends in its own 512, 256 or 128 ReLU units: they and `activation` do not apply to
+    it). With `dueling` the trunk feeds a value head and an advantage head,
+    `Q = V + A - mean(A)` (Wang et al. 2016), instead of one Q head.
     """
 
     hidden_sizes: tuple[int, ...] = attrs.field(default=(128, 128), validator=_positive_ints)
     activation: Activation = attrs.field(default="relu", validator=v.in_(("tanh", "relu")))
     dueling: bool = False
+    trunk: Trunk = attrs.field(default="auto", validator=v.in_(get_args(Trunk)))
 
 
 @attrs.frozen
@@ -178,7 +250,10 @@ class ReplayConfig:
     With `prioritized`, transitions are drawn with probability proportional to
     `priority^alpha` and weighted by importance weights with exponent `beta`, annealed
     linearly to `final_beta` over `beta_annealing_samples` sample calls (None: constant
-    `beta`). `priority_eps` is added to every priority so none is zero.
+    `beta`). `priority_eps` is added to every priority so none is zero. `frames`: how
+    observations are stored — "dedup" keeps each distinct frame of stacked `[C, H, W]`
+    observations once (`rxrl.rl.replay.frames`), "plain" stores `obs` and `next_obs` whole,
+    "auto" dedups uint8 observations of >= 3 dims; samples are the same either way.
     """
 
     capacity: int = attrs.field(default=100_000, validator=_int_at_least(1))
@@ -192,6 +267,9 @@ class ReplayConfig:
         default=_NO_ANNEALING, validator=_optional_int_at_least_1
     )
     priority_eps: float = attrs.field(default=1e-6, validator=v.gt(0.0))
+    frames: Literal["auto", "dedup", "plain"] = attrs.field(
+        default="auto", validator=v.in_(("auto", "dedup", "plain"))
+    )
 
     def __attrs_post_init__(self) -> None:
         for name in ("batch_size", "learning_starts"):
@@ -369,13 +447,17 @@ __all__ = [
     "A2CConfig",
     "APPOConfig",
     "Activation",
+    "BuiltTrunk",
     "DQNConfig",
     "IMPALAConfig",
     "PPOConfig",
     "PolicyConfig",
     "QNetConfig",
     "ReplayConfig",
+    "MIN_SIDE",
     "SACConfig",
+    "Trunk",
     "VTraceConfig",
     "check_discount",
+    "resolve_trunk",
 ]

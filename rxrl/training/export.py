@@ -105,9 +105,9 @@ def example_observations(config: RolloutSettings, n: int, seed: int = 0) -> np.n
     """``n`` observations an env of ``config`` visits under random actions (reset when an
     episode ends), stacked ``[n, *obs_shape]`` in the env's dtype: inputs for tracing and for
     checking an export against ``rxrl eval``'s policy."""
-    import gymnasium as gym
+    from rxrl.envs.vector import make_env
 
-    env: Any = gym.make(config.env, **dict(config.env_kwargs))
+    env: Any = make_env(config.env, config.env_kwargs, training=False)  # preprocessed as eval's
     env.action_space.seed(seed)
     out: list[np.ndarray[Any, Any]] = []
     try:

@@ -91,7 +91,7 @@ CASES: dict[str, tuple[list[str], str]] = {
         "not fit the config (policy {'hidden_sizes': [32, 32], 'activation': 'tanh', "
         "'shared_trunk': False, 'init_log_std': 0.0, 'normalize_obs': False, 'obs_clip': 10.0, "
         "'scale_rewards': False, 'reward_clip': 10.0, 'recurrent': 'none', 'recurrent_size': 64, "
-        "'sequence_length': None}): pi_trunk.0.weight is [64, 4] in the "
+        "'sequence_length': None, 'trunk': 'auto'}): pi_trunk.0.weight is [64, 4] in the "
         "checkpoint, [32, 4] in the config; 10 tensor(s) differ — resume with the policy settings "
         "it was trained with"),
     # issue 14, item 9

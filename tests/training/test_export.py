@@ -21,6 +21,7 @@ import rxrl.envs  # noqa: F401  (registers rxrl/StatelessCartPole-v0 and rxrl/St
 from rxrl.algos import get
 from rxrl.algos.on_policy.ppo import PPO
 from rxrl.cli import main
+from rxrl.envs.vector import EnvSpaces
 from rxrl.rl.config import PolicyConfig
 from rxrl.training import Trainer
 from rxrl.training.checkpoint import Counters, load_checkpoint, save_checkpoint
@@ -43,6 +44,9 @@ CASES: list[tuple[str, str, str, dict[str, Any], int]] = [
     ("impala", "impala", "CartPole-v1", {"num_workers": 1}, 1024),
     ("dqn", "dqn", "CartPole-v1", QUICK_Q, 600),
     ("sac", "sac", "Pendulum-v1", QUICK_Q, 400),
+    # CNN trunks over uint8 images (the MinAtar CNN): an actor-critic and a Q-network
+    ("ppo-cnn", "ppo", "MinAtar/Breakout-v1", QUICK_PPO, 512),
+    ("dqn-cnn", "dqn", "MinAtar/Breakout-v1", QUICK_Q, 600),
 ]
 RUNNER = Path(__file__).with_name("exported_runner.py")
 
@@ -63,9 +67,7 @@ def eval_actions(run: Path, obs: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """``rxrl eval``'s actions on ``obs``: its greedy policy, then what it steps the env with."""
     ckpt = load_checkpoint(run)
     act = greedy_policy(ckpt.algo, ckpt.config, ckpt.learner_state)
-    import gymnasium as gym
-
-    space = gym.make(ckpt.config.env).action_space
+    space = EnvSpaces.of(ckpt.config.env, ckpt.config.env_kwargs).action
     return env_actions(space, act(obs, deterministic=True)[0])
 
 

@@ -1,1 +1,1 @@
-"""Policies, Q-networks and their forward passes: torch modules and their numpy mirrors for rollouts."""
+"""Policies and Q-networks (MLP or CNN trunks) and their forward passes: torch and numpy mirrors."""

@@ -1,4 +1,5 @@
-"""The rollout path of an MLP actor-critic, in numpy: no torch, no autograd.
+"""The rollout path of an MLP actor-critic, in numpy: no torch, no autograd (a CNN's acts
+through torch: `NumpyActorCritic`).
 
 Why numpy in the hot path: at rollout batch sizes (8-16 rows) each torch op costs ~5 us of
 dispatch overhead against ~1 us for numpy, so `act` on CartPole with 16 envs takes ~38 us
@@ -15,6 +16,7 @@ values, so they act alike bit for bit (`tests/rl/test_forward.py`).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, cast
 
@@ -22,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
-from rxrl.rl.config import PolicyConfig
+from rxrl.rl.config import PolicyConfig, resolve_trunk
 from rxrl.rl.data.running_stats import ArrayNormalizer
 from rxrl.rl.models.cells import Cell
 
@@ -51,6 +53,30 @@ class ObsNormalizer(Protocol):
         ...
 
 
+class RolloutPath(Protocol):
+    """An actor-critic's rollout path: `Forward` (numpy) or, for a CNN policy,
+    `rxrl.rl.models.policy.TorchForward`."""
+
+    def act(self, obs: npt.NDArray[Any], sampler: np.random.Generator, deterministic: bool = False
+            ) -> tuple[npt.NDArray[Any], FloatArray, FloatArray]:
+        """`(actions, logp, values)` for a batch of observations."""
+        ...
+
+    def value(self, obs: npt.NDArray[Any]) -> FloatArray:
+        """Value estimates `[B]`."""
+        ...
+
+    def act_recurrent(self, obs: npt.NDArray[Any], state: FloatArray, sampler: np.random.Generator,
+                      deterministic: bool = False
+                      ) -> tuple[npt.NDArray[Any], FloatArray, FloatArray, FloatArray]:
+        """`(actions, logp, values, new_state)` of a recurrent policy."""
+        ...
+
+    def value_recurrent(self, obs: npt.NDArray[Any], state: FloatArray) -> FloatArray:
+        """Value estimates `[B]` of a recurrent policy for observations seen in ``state``."""
+        ...
+
+
 def check_spaces(observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> None:
     """ValueError naming the space unless observations are `Box` or `Discrete` and actions
     `Discrete` or 1-D `Box` (what an MLP actor-critic supports)."""
@@ -70,10 +96,15 @@ def check_spaces(observation_space: gym.Space[Any], action_space: gym.Space[Any]
 
 def check_normalizable(config: PolicyConfig, observation_space: gym.Space[Any]) -> None:
     """ValueError unless observations can be normalized where ``config`` asks for it (a
-    `Discrete` observation is one-hot: there is nothing to normalize)."""
+    `Discrete` observation is one-hot: there is nothing to normalize; a CNN scales its images
+    itself)."""
     if config.normalize_obs and isinstance(observation_space, gym.spaces.Discrete):
         raise ValueError("PolicyConfig.normalize_obs needs a Box observation space, got "
                          f"{observation_space!r}")
+    trunk = resolve_trunk(config.trunk, observation_space)
+    if config.normalize_obs and trunk != "mlp":
+        raise ValueError(f"policy.normalize_obs does not apply to a CNN trunk ({trunk}): it divides "
+                         "images by their upper bound itself; set policy.normalize_obs=False")
 
 
 def check_weights(own: Mapping[str, tuple[int, ...]], weights: Mapping[str, npt.NDArray[np.generic]]) -> None:
@@ -247,6 +278,11 @@ class NumpyActorCritic:
 
     It acts exactly as the torch `ActorCritic` with the same weights and sampling seed.
     `set_weights` copies into the arrays it owns, in place.
+
+    A CNN policy (`PolicyConfig.trunk`) cannot reasonably act in numpy: this one then imports
+    torch and acts through a torch `ActorCritic` holding the weights
+    (`rxrl.rl.models.policy.TorchForward`), on one thread when this process had not loaded
+    torch before (a worker among others on the machine's cores).
     """
 
     def __init__(self, observation_space: gym.Space[Any], action_space: gym.Space[Any],
@@ -255,10 +291,19 @@ class NumpyActorCritic:
         check_normalizable(config, observation_space)
         self.config = config
         self.observation_space, self.action_space = observation_space, action_space
-        self._params: dict[str, npt.NDArray[Any]] = {k: np.array(v, copy=True) for k, v in weights.items()}
+        self.sampler = np.random.default_rng(seed)
+        self._torch: Any = None  # a CNN policy's torch `ActorCritic`, else None
+        self.normalizer: ObsNormalizer | None
+        self._forward: RolloutPath
+        if resolve_trunk(config.trunk, observation_space) != "mlp":
+            self._torch = _acting_policy(observation_space, action_space, config, weights)
+            self._params: dict[str, npt.NDArray[Any]] = {  # views: `get_weights` copies them
+                k: t.detach().cpu().numpy() for k, t in self._torch.state_dict().items()}
+            self.normalizer, self._forward = self._torch.normalizer, self._torch.rollout_path()
+            return
+        self._params = {k: np.array(v, copy=True) for k, v in weights.items()}
         self.normalizer = (ArrayNormalizer(self._params, config.obs_clip, config.reward_clip)
                            if config.normalizes else None)
-        self.sampler = np.random.default_rng(seed)
         self._forward = Forward(self._params, config, observation_space, action_space, self.normalizer)
 
     def seed_sampling(self, seed: int) -> None:
@@ -289,12 +334,30 @@ class NumpyActorCritic:
 
     def set_weights(self, weights: Mapping[str, npt.NDArray[np.generic]]) -> None:
         """Copy ``weights`` in, in place (ValueError naming entries whose names or shapes differ)."""
+        if self._torch is not None:  # copies into the tensors `_params` views
+            self._torch.set_weights(weights)
+            return
         check_weights({k: v.shape for k, v in self._params.items()}, weights)
         for k, w in weights.items():
             np.copyto(self._params[k], np.asarray(w), casting="unsafe")
-        if self.normalizer is not None:
+        if isinstance(self.normalizer, ArrayNormalizer):
             self.normalizer.changed()
 
 
-__all__ = ["LOG_SQRT_2PI", "PARTS", "FloatArray", "Forward", "NumpyActorCritic", "ObsNormalizer", "Weights",
-           "categorical_sample", "check_normalizable", "check_spaces", "check_weights", "gaussian_sample"]
+def _acting_policy(observation_space: gym.Space[Any], action_space: gym.Space[Any], config: PolicyConfig,
+                   weights: Mapping[str, npt.NDArray[Any]]) -> Any:
+    """A torch actor-critic holding ``weights`` (`rxrl.rl.models.policy.acting_policy`); a
+    process that loads torch for it acts on one thread."""
+    fresh = "torch" not in sys.modules
+    from rxrl.rl.models.policy import acting_policy  # torch: only for a policy that needs it
+
+    if fresh:
+        import torch
+
+        torch.set_num_threads(1)
+    return acting_policy(observation_space, action_space, config, weights)
+
+
+__all__ = ["LOG_SQRT_2PI", "PARTS", "FloatArray", "Forward", "NumpyActorCritic", "ObsNormalizer",
+           "RolloutPath", "Weights", "categorical_sample", "check_normalizable", "check_spaces",
+           "check_weights", "gaussian_sample"]

@@ -149,11 +149,13 @@ def actor_critic_greedy(policy: Any, observation_space: gym.Space[Any],
     if normalizer is not None and policy.config.normalize_obs:
         stats = (normalizer.obs_mean.detach().cpu().numpy(), normalizer.obs_var.detach().cpu().numpy(),
                  float(normalizer.obs_clip))
-    observations = Observations(observation_space, stats)
+    torso = getattr(policy, "torso", None)  # a CNN policy's: it takes the images as they are
+    observations = Observations(observation_space, stats, encode=torso is None)
     actions = Actions(action_space, argmax=isinstance(action_space, gym.spaces.Discrete))
+    trunk = policy.pi_trunk if torso is None else nn.Sequential(torso, policy.pi_trunk)
     if policy.core is not None:
-        return RecurrentGreedyPolicy(observations, policy.pi_trunk, policy.core, policy.pi_head, actions)
-    return GreedyPolicy(observations, nn.Sequential(policy.pi_trunk, policy.pi_head), actions)
+        return RecurrentGreedyPolicy(observations, trunk, policy.core, policy.pi_head, actions)
+    return GreedyPolicy(observations, nn.Sequential(trunk, policy.pi_head), actions)
 
 
 def q_network_greedy(q_net: nn.Module, observation_space: gym.Space[Any],

@@ -1,9 +1,16 @@
-"""MLP actor-critic policies: torch for losses, a numpy mirror of the forward for rollouts.
+"""Actor-critic policies: torch for losses; for rollouts a numpy mirror of an MLP's forward,
+torch itself for a CNN's.
 
-The rollout path (`act`, `value`) is `rxrl.rl.models.forward.Forward` over numpy *views* of the
-torch parameters (shared memory), and every weight update here is in place (optimizer
-steps, `set_weights`, `load_state_dict`), so both paths always use the same weights; tests
-check they agree. `rxrl.rl.models.forward.NumpyActorCritic` is the same rollout path without torch.
+The rollout path (`act`, `value`) of an MLP policy is `rxrl.rl.models.forward.Forward` over
+numpy *views* of the torch parameters (shared memory), and every weight update here is in
+place (optimizer steps, `set_weights`, `load_state_dict`), so both paths always use the same
+weights; tests check they agree. `rxrl.rl.models.forward.NumpyActorCritic` is the same rollout
+path without torch. A CNN trunk (`PolicyConfig.trunk`, `rxrl.rl.models.cnn`) cannot
+reasonably run in numpy: its rollout path is `TorchForward`, the same torch modules the
+losses run, without autograd, sampling as `Forward` does.
+
+Over ~400 lines for that reason: `TorchForward` is the rollout path of the modules defined
+here and reads their parts (torso, trunks, cores, heads) as `Forward` reads their weights.
 """
 
 from __future__ import annotations
@@ -20,18 +27,22 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
-from rxrl.rl.config import PolicyConfig
+from rxrl.rl.config import PolicyConfig, resolve_trunk
+from rxrl.rl.models.cnn import ImageTrunk, make_cnn
 from rxrl.rl.models.forward import (
     LOG_SQRT_2PI,
     FloatArray,
     Forward,
+    RolloutPath,
     Weights,
+    categorical_sample,
     check_normalizable,
     check_spaces,
     check_weights,
+    gaussian_sample,
 )
 from rxrl.rl.models.normalizer import Normalizer
-from rxrl.rl.models.recurrent import Segments, make_core
+from rxrl.rl.models.recurrent import Segments, make_core, step
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -70,13 +81,17 @@ def _trunk(n_in: int, config: PolicyConfig, generator: torch.Generator) -> nn.Se
 
 
 class ActorCritic(nn.Module, ABC):
-    """An MLP actor-critic over a Box (flattened) or Discrete (one-hot) observation space.
+    """An actor-critic over a Box (flattened) or Discrete (one-hot) observation space, or
+    over images through a CNN `torso` (`PolicyConfig.trunk`).
 
     Two entry points: `act` / `value` (numpy in and out, no autograd, no
     `torch.distributions` objects) for the rollout hot path, and `evaluate` (tensors,
     differentiable) for losses. Weight init draws from a generator seeded with `seed`, so
     equal seeds give equal weights in every process; `act` samples from a separate numpy
     generator (`seed_sampling`).
+
+    With a CNN, `encode` is the CNN (`torso`, one for both heads: `PolicyConfig`), and
+    `pi_trunk` / `vf_trunk` are empty (its last layer is the trunk's output).
     """
 
     #: set by the subclass
@@ -96,14 +111,22 @@ class ActorCritic(nn.Module, ABC):
         else:
             self._one_hot, self._obs_start = None, 0
             in_dim = int(np.prod(observation_space.shape or ()))
+        #: the trunk `PolicyConfig.trunk` resolved to for these observations
+        self.trunk_kind = resolve_trunk(config.trunk, observation_space)
         width = config.hidden_sizes[-1]
         check_normalizable(config, observation_space)
         #: running statistics (`PolicyConfig.normalize_obs` / `scale_rewards`), else None
         self.normalizer = (Normalizer(in_dim, config.obs_clip, config.reward_clip)
                            if config.normalizes else None)
         with one_thread():  # initial weights that do not depend on the process's thread count
-            self.pi_trunk = _trunk(in_dim, config, init)
-            self.vf_trunk = None if config.shared_trunk else _trunk(in_dim, config, init)
+            #: the CNN that `encode` is, feeding both heads (None: an MLP policy)
+            self.torso: ImageTrunk | None = None
+            if self.trunk_kind != "mlp":
+                self.torso = make_cnn(self.trunk_kind, observation_space, init)
+                width = self.torso.out_dim
+            self.pi_trunk = _trunk(in_dim, config, init) if self.torso is None else nn.Sequential()
+            self.vf_trunk = (None if config.shared_trunk
+                             else _trunk(in_dim, config, init) if self.torso is None else nn.Sequential())
             #: the actor's recurrent core (`rxrl.rl.models.recurrent`), or None; the critic's is
             #: `vf_core` (None with `shared_trunk`: this one feeds both heads)
             self.core = make_core(config, width, init) if config.is_recurrent else None
@@ -114,7 +137,7 @@ class ActorCritic(nn.Module, ABC):
             self.pi_head = _layer(width, out_dim, 0.01, init)
             self.vf_head = _layer(width, 1, 1.0, init)
         self.sampler = np.random.default_rng(seed)
-        self._np: Forward | None = None
+        self._np: RolloutPath | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # The numpy views must alias *this* object's parameters: rebuild them after a copy.
@@ -130,7 +153,11 @@ class ActorCritic(nn.Module, ABC):
     # -- torch: the differentiable path -------------------------------------------------
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
-        """Observations `[B, *obs_shape]` as float features `[B, in_dim]`."""
+        """Observations `[B, *obs_shape]` as float features `[B, in_dim]` (a CNN policy's:
+        the CNN's output, from images of any dtype: uint8 stays uint8 until the CNN)."""
+        if self.torso is not None:
+            features: torch.Tensor = self.torso(obs)
+            return features
         if self._one_hot is not None:
             return nn.functional.one_hot(obs.long() - self._obs_start, self._one_hot).float()
         flat = obs.reshape(obs.shape[0], -1)
@@ -220,28 +247,32 @@ class ActorCritic(nn.Module, ABC):
         `deterministic=True` takes the mode (argmax / mean) instead of sampling; `logp` is
         then that mode's log-probability.
         """
-        return self._rollout().act(obs, self.sampler, deterministic)
+        return self.rollout_path().act(obs, self.sampler, deterministic)
 
     def value(self, obs: npt.NDArray[Any]) -> FloatArray:
         """Value estimates `[B]` for a batch of observations (numpy, no autograd)."""
-        return self._rollout().value(obs)
+        return self.rollout_path().value(obs)
 
     def act_recurrent(self, obs: npt.NDArray[Any], state: FloatArray, deterministic: bool = False
                       ) -> tuple[npt.NDArray[Any], FloatArray, FloatArray, FloatArray]:
         """A recurrent policy's `act`: `(actions, logp, values, new_state)` for observations
         seen in states `[B, state_size]` (zero a row's state before its episode's first step)."""
-        return self._rollout().act_recurrent(obs, state, self.sampler, deterministic)
+        return self.rollout_path().act_recurrent(obs, state, self.sampler, deterministic)
 
     def value_recurrent(self, obs: npt.NDArray[Any], state: FloatArray) -> FloatArray:
         """A recurrent policy's `value`: estimates `[B]` for observations seen in ``state``."""
-        return self._rollout().value_recurrent(obs, state)
+        return self.rollout_path().value_recurrent(obs, state)
 
-    def _rollout(self) -> Forward:
-        """The numpy forward over views of this policy's parameters and buffers."""
+    def rollout_path(self) -> RolloutPath:
+        """What `act` and `value` run: the numpy forward over views of this policy's
+        parameters and buffers, or, for a CNN policy, `TorchForward`."""
         if self._np is None:
-            params = {k: t.detach().numpy() for k, t in self.state_dict().items()}
-            self._np = Forward(params, self.config, self.observation_space, self.action_space,
-                               self.normalizer)
+            if self.torso is not None:
+                self._np = TorchForward(self)
+            else:
+                params = {k: t.detach().numpy() for k, t in self.state_dict().items()}
+                self._np = Forward(params, self.config, self.observation_space, self.action_space,
+                                   self.normalizer)
         return self._np
 
     # -- weights ----------------------------------------------------------------------------
@@ -316,6 +347,87 @@ class GaussianActorCritic(ActorCritic):
         return logp, entropy
 
 
+class TorchForward:
+    """A CNN actor-critic's rollout path: `Forward`'s methods run through the policy's own
+    torch modules (inference mode, no autograd), its recurrent cores stepped in torch
+    (`rxrl.rl.models.recurrent.step`), and actions sampled from the outputs exactly as
+    `Forward` samples them. Images go in as they are (uint8): the CNN makes them floats.
+
+    A worker acting so uses torch on the thread count its process set (`RolloutWorker` and
+    `NumpyActorCritic` set one thread: many workers share a machine's cores)."""
+
+    def __init__(self, policy: ActorCritic) -> None:
+        self.policy = policy
+
+    def _tensor(self, array: npt.NDArray[Any]) -> torch.Tensor:
+        device = self.policy.pi_head.weight.device
+        return torch.as_tensor(np.asarray(array), device=device)
+
+    def _sample(self, out: torch.Tensor, sampler: np.random.Generator, deterministic: bool
+                ) -> tuple[npt.NDArray[Any], FloatArray]:
+        logits: FloatArray = out.cpu().numpy()
+        log_std = getattr(self.policy, "log_std", None)
+        if log_std is None:
+            return categorical_sample(logits, sampler, deterministic)
+        return gaussian_sample(logits, log_std.detach().cpu().numpy(), sampler, deterministic)
+
+    def _stateless(self, method: str) -> None:
+        if self.policy.core is not None:
+            raise ValueError(f"{method}: this policy is recurrent (PolicyConfig.recurrent="
+                             f"{self.policy.config.recurrent!r}); use {method}_recurrent with a state")
+
+    def act(self, obs: npt.NDArray[Any], sampler: np.random.Generator, deterministic: bool = False
+            ) -> tuple[npt.NDArray[Any], FloatArray, FloatArray]:
+        """`(actions, logp, values)`, as `Forward.act`."""
+        self._stateless("act")
+        with torch.inference_mode():
+            out, values = self.policy.heads(self.policy.encode(self._tensor(obs)))
+        actions, logp = self._sample(out, sampler, deterministic)
+        return actions, logp, values.cpu().numpy()
+
+    def value(self, obs: npt.NDArray[Any]) -> FloatArray:
+        """Value estimates `[B]`, as `Forward.value`."""
+        self._stateless("value")
+        with torch.inference_mode():
+            values: FloatArray = self.policy.heads(self.policy.encode(self._tensor(obs)))[1].cpu().numpy()
+        return values
+
+    def act_recurrent(self, obs: npt.NDArray[Any], state: FloatArray, sampler: np.random.Generator,
+                      deterministic: bool = False
+                      ) -> tuple[npt.NDArray[Any], FloatArray, FloatArray, FloatArray]:
+        """`(actions, logp, values, new_state)`, as `Forward.act_recurrent`."""
+        with torch.inference_mode():
+            (pi_hidden, vf_hidden), new_state = self._cores(obs, state, actor=True)
+            out, values = self.policy.pi_head(pi_hidden), self.policy.vf_head(vf_hidden)[:, 0]
+        actions, logp = self._sample(out, sampler, deterministic)
+        return actions, logp, values.cpu().numpy(), new_state.cpu().numpy()
+
+    def value_recurrent(self, obs: npt.NDArray[Any], state: FloatArray) -> FloatArray:
+        """Value estimates `[B]` for observations seen in ``state``, as `Forward.value_recurrent`."""
+        with torch.inference_mode():
+            (_, vf_hidden), _ = self._cores(obs, state, actor=False)
+            values: FloatArray = self.policy.vf_head(vf_hidden)[:, 0].cpu().numpy()
+        return values
+
+    def _cores(self, obs: npt.NDArray[Any], state: FloatArray, actor: bool
+               ) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """`Forward._cores` in torch: ``((actor hidden, critic hidden), new state)``."""
+        p = self.policy
+        if p.core is None:
+            raise ValueError("act_recurrent / value_recurrent need a recurrent policy "
+                             "(PolicyConfig.recurrent='lstm' or 'gru'); use act / value")
+        x, states = p.encode(self._tensor(obs)), self._tensor(state)
+        if p.vf_core is None or p.vf_trunk is None:  # one core feeds both heads
+            hidden, new = step(p.core, p.pi_trunk(x), states)
+            return (hidden, hidden), new
+        size = p.config.core_state_size
+        vf_hidden, vf_new = step(p.vf_core, p.vf_trunk(x), states[:, size:])
+        if not actor:
+            return (vf_hidden, vf_hidden), states
+        pi_hidden, pi_new = step(p.core, p.pi_trunk(x), states[:, :size])
+        return (pi_hidden, vf_hidden), torch.cat([pi_new, vf_new], dim=1)
+
+
 def make_policy(
     observation_space: gym.Space[Any],
     action_space: gym.Space[Any],
@@ -324,9 +436,9 @@ def make_policy(
 ) -> ActorCritic:
     """Build the actor-critic for these spaces; equal seeds give equal initial weights.
 
-    Observations: `Box` (any shape, flattened) or `Discrete` (one-hot). Actions:
-    `Discrete` (categorical head) or 1-D `Box` (Gaussian head). Anything else raises
-    ValueError naming the space.
+    Observations: `Box` (any shape, flattened; an image ``[C, H, W]`` through a CNN, as
+    `PolicyConfig.trunk` says) or `Discrete` (one-hot). Actions: `Discrete` (categorical
+    head) or 1-D `Box` (Gaussian head). Anything else raises ValueError naming the space.
     """
     config = config or PolicyConfig()
     check_spaces(observation_space, action_space)
@@ -336,11 +448,22 @@ def make_policy(
     return GaussianActorCritic(observation_space, action_space, config, seed)
 
 
+def acting_policy(observation_space: gym.Space[Any], action_space: gym.Space[Any], config: PolicyConfig,
+                  weights: Mapping[str, npt.NDArray[np.generic]]) -> ActorCritic:
+    """An actor-critic holding ``weights``, for acting only (no gradients): what a
+    `rxrl.rl.models.forward.NumpyActorCritic` of a CNN policy acts through."""
+    policy = make_policy(observation_space, action_space, config).requires_grad_(False)
+    policy.set_weights(weights)
+    return policy
+
+
 __all__ = [
     "ActorCritic",
     "CategoricalActorCritic",
     "FloatArray",
     "GaussianActorCritic",
+    "TorchForward",
     "Weights",
+    "acting_policy",
     "make_policy",
 ]

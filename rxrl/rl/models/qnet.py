@@ -1,13 +1,16 @@
-"""MLP Q-networks (plain or dueling): torch for the loss, a numpy mirror for epsilon-greedy rollouts.
+"""Q-networks (plain or dueling): torch for the loss, a numpy mirror of an MLP for epsilon-greedy rollouts.
 
 As in `rxrl.rl.models.policy`: a rollout step evaluates a handful of rows, where each torch op
 costs ~5 us of dispatch and a numpy op ~1 us, so `q_values` runs the MLP in numpy on
 *views* of the torch parameters (shared memory; every update — optimizer steps,
-`set_weights`, `load_state_dict` — is in place, so both paths always agree).
+`set_weights`, `load_state_dict` — is in place, so both paths always agree). A CNN trunk
+(`QNetConfig.trunk`, `rxrl.rl.models.cnn`) runs in torch on both paths (no autograd when
+acting): its convolutions are what costs, not the dispatch.
 
 Initial weights follow PyTorch's default `nn.Linear` init (Kaiming-uniform weights,
 uniform biases), as CleanRL's and SB3's DQN use, drawn from a generator seeded with `seed`:
-equal seeds give equal networks in every process.
+equal seeds give equal networks in every process. A CNN's layers are orthogonal, as
+`rxrl.rl.models.cnn` says.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
-from rxrl.rl.config import QNetConfig
-from rxrl.rl.models.policy import Weights
+from rxrl.rl.config import QNetConfig, resolve_trunk
+from rxrl.rl.models.cnn import make_cnn
+from rxrl.rl.models.policy import Weights, one_thread
 
 FloatArray = npt.NDArray[np.float32]
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -43,11 +47,13 @@ def _linear(n_in: int, n_out: int, generator: torch.Generator) -> nn.Linear:
 
 
 class QNetwork(nn.Module):
-    """Q-values `[B, num_actions]` of a Box (flattened) or Discrete (one-hot) observation.
+    """Q-values `[B, num_actions]` of a Box (flattened) or Discrete (one-hot) observation,
+    or of an image through a CNN trunk (`QNetConfig.trunk`).
 
     `forward` is the differentiable torch path; `q_values` / `greedy` the numpy path for
-    rollouts (no autograd, no torch dispatch). `get_weights` / `set_weights` exchange
-    numpy arrays keyed by state-dict name, like the actor-critic policies.
+    rollouts (no autograd, no torch dispatch; a CNN's: torch without autograd).
+    `get_weights` / `set_weights` exchange numpy arrays keyed by state-dict name, like the
+    actor-critic policies.
     """
 
     def __init__(
@@ -63,11 +69,19 @@ class QNetwork(nn.Module):
         else:
             self._one_hot, self._obs_start = None, 0
             in_dim = int(np.prod(observation_space.shape or ()))
-        layers: list[nn.Module] = []
-        for width in config.hidden_sizes:
-            layers += [_linear(in_dim, width, init), _ACTIVATIONS[config.activation]()]
-            in_dim = width
-        self.trunk = nn.Sequential(*layers)
+        #: the trunk `QNetConfig.trunk` resolved to for these observations
+        self.trunk_kind = resolve_trunk(config.trunk, observation_space, "q_net.trunk")
+        self.trunk: nn.Module
+        if self.trunk_kind != "mlp":
+            with one_thread():  # orthogonal init: the same bits on any thread count
+                cnn = make_cnn(self.trunk_kind, observation_space, init)
+            self.trunk, in_dim = cnn, cnn.out_dim
+        else:
+            layers: list[nn.Module] = []
+            for width in config.hidden_sizes:
+                layers += [_linear(in_dim, width, init), _ACTIVATIONS[config.activation]()]
+                in_dim = width
+            self.trunk = nn.Sequential(*layers)
         self.head = _linear(in_dim, num_actions, init)  # Q, or the advantages A when dueling
         self.value_head = _linear(in_dim, 1, init) if config.dueling else None
         self._np: list[tuple[FloatArray, FloatArray]] | None = None
@@ -80,7 +94,10 @@ class QNetwork(nn.Module):
         return state
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
-        """Observations `[B, *obs_shape]` as float features `[B, in_dim]`."""
+        """Observations `[B, *obs_shape]` as the trunk's input: float features `[B, in_dim]`
+        for the MLP; images as they are (uint8) for a CNN, which makes them floats itself."""
+        if self.trunk_kind != "mlp":
+            return obs
         if self._one_hot is not None:
             return nn.functional.one_hot(obs.long() - self._obs_start, self._one_hot).float()
         return obs.reshape(obs.shape[0], -1).float()
@@ -95,6 +112,11 @@ class QNetwork(nn.Module):
 
     def q_values(self, obs: npt.NDArray[Any]) -> FloatArray:
         """Q-values `[B, num_actions]` in numpy (the rollout path; same numbers as `forward`)."""
+        if self.trunk_kind != "mlp":
+            with torch.inference_mode():
+                device = self.head.weight.device
+                q_cnn: FloatArray = self(torch.as_tensor(np.asarray(obs), device=device)).cpu().numpy()
+            return q_cnn
         if self._one_hot is not None:
             x = np.eye(self._one_hot, dtype=np.float32)[np.asarray(obs, dtype=np.intp) - self._obs_start]
         else:
@@ -138,6 +160,7 @@ class QNetwork(nn.Module):
 
     def _numpy_layers(self) -> list[tuple[FloatArray, FloatArray]]:
         if self._np is None:
+            assert isinstance(self.trunk, nn.Sequential)  # an MLP's
             linears = [m for m in self.trunk if isinstance(m, nn.Linear)] + [self.head]
             if self.value_head is not None:
                 linears.append(self.value_head)
@@ -152,7 +175,8 @@ def make_q_network(
     seed: int = 0,
 ) -> QNetwork:
     """The Q-network for these spaces. Raises ValueError unless the action space is
-    `Discrete` and the observation space `Box` or `Discrete` (DQN needs one Q per action)."""
+    `Discrete` and the observation space `Box` or `Discrete` (DQN needs one Q per action),
+    or when ``config.trunk`` does not fit the observations (`rxrl.rl.config.resolve_trunk`)."""
     if not isinstance(action_space, gym.spaces.Discrete):
         raise ValueError(f"DQN needs a Discrete action space (one Q-value per action), got {action_space!r}")
     if not isinstance(observation_space, gym.spaces.Box | gym.spaces.Discrete):

@@ -1,1 +1,1 @@
-"""Replay: buffers (uniform, prioritized), the sum tree, n-step folding and the replay shard actor."""
+"""Replay: buffers (uniform, prioritized; pixel frames stored once), sum tree, n-step folding, shard actor."""

@@ -2,11 +2,15 @@
 
 Both keep the last `capacity` transitions added, in preallocated numpy columns written
 with at most two slice copies per `add` (wrap-around), and sample with a seeded numpy
-Generator. A sampled `TransitionBatch` carries `indices`: ids that count every transition
-ever added (the slot is `id % capacity`). Because an id is never reused, a priority update
-for a transition that has been overwritten since it was sampled — usual in Ape-X, where
-workers keep adding while the learner trains — is recognised and dropped instead of
-landing on the newer transition in that slot.
+Generator. Stacked pixel observations (uint8 `[C, H, W]`) are stored as references into a
+pool holding each distinct frame once (`rxrl.rl.replay.frames`, `frames="auto"`): a
+little over one frame per transition instead of `2 C`, and the same rows returned.
+
+A sampled `TransitionBatch` carries `indices`: ids that count every transition ever added
+(the slot is `id % capacity`). Because an id is never reused, a priority update for a
+transition that has been overwritten since it was sampled — usual in Ape-X, where workers
+keep adding while the learner trains — is recognised and dropped instead of landing on the
+newer transition in that slot.
 
 >>> import numpy as np
 >>> from rxrl.rl.data.transitions import TransitionBatch
@@ -26,7 +30,7 @@ landing on the newer transition in that slot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,10 +39,13 @@ import torch
 
 from rxrl.rl.config import ReplayConfig
 from rxrl.rl.data.transitions import TRANSITION_COLUMNS, IntArray, TransitionBatch
+from rxrl.rl.replay.frames import FRAME_MODES, FrameMode, FrameStore, expand_frames, wants_frames
 from rxrl.rl.replay.sumtree import SumTree
 from rxrl.rl.schedules import LinearSchedule
 
 Seed = int | Sequence[int]
+#: `load_state_dict` rebuilds a buffer through its write path in chunks of about this many bytes.
+_LOAD_CHUNK_BYTES = 1 << 26
 
 
 class ReplayBuffer:
@@ -48,43 +55,50 @@ class ReplayBuffer:
     later batches must match them (ValueError naming the column otherwise). An `add` of
     more rows than `capacity` keeps its last `capacity` rows.
 
+    `frames` says how `obs` and `next_obs` are kept: "plain" whole, "dedup" as stacks of
+    references into a `FramePool` that stores each distinct frame once (`[C, *frame]`
+    observations, `rxrl.rl.replay.frames`), "auto" (the default) dedups uint8 observations
+    of >= 3 dims. Decided at the first `add` (`frame_store` is then the store, or None);
+    the rows, ids, samples and `len` are the same either way, only the memory differs.
+
     `state_dict()` saves the stored rows of every column (as CPU tensors, so that a
-    `torch.load(..., weights_only=True)` checkpoint reads them), the count of transitions
-    added and the sampling generator's state; `load_state_dict` restores an identical
-    buffer: the same rows under the same ids and the same next samples.
+    `torch.load(..., weights_only=True)` checkpoint reads them) — with frames, the live
+    frames once each and every row's references (`"frames"`) instead of `obs` / `next_obs`
+    — the count of transitions added and the sampling generator's state; `load_state_dict`
+    restores an identical buffer: the same rows under the same ids and the same next
+    samples, from a state of either kind.
     """
 
-    def __init__(self, capacity: int, seed: Seed = 0) -> None:
+    def __init__(self, capacity: int, seed: Seed = 0, frames: FrameMode = "auto") -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"ReplayBuffer: capacity must be an integer >= 1, got {capacity!r}")
+        if frames not in FRAME_MODES:
+            raise ValueError(f"ReplayBuffer: frames must be one of {list(FRAME_MODES)}, got {frames!r}")
         self.capacity = capacity
+        self.frames: FrameMode = frames
         self.rng = np.random.default_rng(np.random.SeedSequence(seed))
         self.num_added = 0
         self._columns: dict[str, npt.NDArray[Any]] = {}
+        self.frame_store: FrameStore | None = None
 
     def __len__(self) -> int:
         """The number of transitions held: `min(num_added, capacity)`."""
         return min(self.num_added, self.capacity)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays holding the transitions (columns, and frames with their index)."""
+        frames = 0 if self.frame_store is None else self.frame_store.nbytes
+        return sum(c.nbytes for c in self._columns.values()) + frames
 
     def add(self, batch: TransitionBatch) -> None:
         """Append the batch's transitions, overwriting the oldest once full."""
         n = len(batch)
         if n == 0:
             return
-        if not self._columns:
-            self._allocate(batch)
         keep = min(n, self.capacity)
         start = (self.num_added + n - keep) % self.capacity
-        first = min(keep, self.capacity - start)
-        for name, column in self._columns.items():
-            values = getattr(batch, name)
-            if values.shape[1:] != column.shape[1:] or values.dtype != column.dtype:
-                raise ValueError(
-                    f"{type(self).__name__}.add: column {name!r} is {values.dtype}{list(values.shape[1:])} "
-                    f"per row, but the buffer holds {column.dtype}{list(column.shape[1:])}"
-                )
-            column[start : start + first] = values[n - keep : n - keep + first]
-            column[: keep - first] = values[n - keep + first :]
+        first = self._store(batch, n - keep, start, keep)
         self.num_added += n
         self._written(start, first)
         if keep > first:
@@ -101,13 +115,16 @@ class ReplayBuffer:
         """Everything needed to restore this buffer (see the class docstring); a copy."""
         size = len(self)
         order = self._slots_oldest_first()
-        return {
+        state = {
             "capacity": self.capacity,
             "num_added": self.num_added,
             "columns": {n: _to_tensor(c[order]) for n, c in self._columns.items()},
             "rng": self.rng.bit_generator.state,
             "size": size,
         }
+        if self.frame_store is not None:
+            state["frames"] = self.frame_store.state_dict(order)
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a `state_dict()` of a buffer with the same capacity."""
@@ -118,20 +135,49 @@ class ReplayBuffer:
             )
         self.num_added = int(state["num_added"])
         self.rng.bit_generator.state = state["rng"]
-        self._columns = {}
-        order = self._slots_oldest_first()
-        for name, tensor in state["columns"].items():
-            values = tensor.numpy()
-            column = np.zeros((self.capacity, *values.shape[1:]), dtype=values.dtype)
-            column[order] = values
-            self._columns[name] = column
+        self._columns, self.frame_store = {}, None
+        start = int(self._slots_oldest_first()[0]) if len(self) else 0
+        for batch in _stored_batches(state, len(self)):  # through the write path, oldest first
+            self._store(batch, 0, start, len(batch))
+            start = (start + len(batch)) % self.capacity
 
     # -- internals -------------------------------------------------------------------------
 
     def _allocate(self, batch: TransitionBatch) -> None:
+        if wants_frames(self.frames, batch.obs, type(self).__name__):
+            self.frame_store = FrameStore(self.capacity, batch.obs.shape[1:], batch.obs.dtype)
         for name in TRANSITION_COLUMNS:
+            if self.frame_store is not None and name in ("obs", "next_obs"):
+                continue
             values = getattr(batch, name)
             self._columns[name] = np.zeros((self.capacity, *values.shape[1:]), dtype=values.dtype)
+
+    def _store(self, batch: TransitionBatch, row: int, start: int, count: int) -> int:
+        """Write rows `row .. row + count - 1` to slots `start, ...` (wrapping past the end);
+        returns how many went before the wrap."""
+        if not self._columns:
+            self._allocate(batch)
+        self._check_rows(batch)
+        first = min(count, self.capacity - start)
+        for lo, slot, size in ((row, start, first), (row + first, 0, count - first)):
+            for name, column in self._columns.items():
+                column[slot : slot + size] = getattr(batch, name)[lo : lo + size]
+            if self.frame_store is not None:
+                rows = slice(lo, lo + size)
+                self.frame_store.write(slot, batch.obs[rows], batch.next_obs[rows], batch.n_steps[rows])
+        return first
+
+    def _check_rows(self, batch: TransitionBatch) -> None:
+        held = {n: (c.shape[1:], c.dtype) for n, c in self._columns.items()}
+        if self.frame_store is not None:
+            held["obs"] = held["next_obs"] = (self.frame_store.obs_shape, self.frame_store.dtype)
+        for name, (shape, dtype) in held.items():
+            values = getattr(batch, name)
+            if values.shape[1:] != shape or values.dtype != dtype:
+                raise ValueError(
+                    f"{type(self).__name__}.add: column {name!r} is {values.dtype}{list(values.shape[1:])} "
+                    f"per row, but the buffer holds {dtype}{list(shape)}"
+                )
 
     def _written(self, start: int, count: int) -> None:
         """Slots `start .. start + count - 1` now hold new transitions (a hook)."""
@@ -151,6 +197,8 @@ class ReplayBuffer:
         self, slots: npt.NDArray[np.intp], ids: IntArray, weights: npt.NDArray[np.float32] | None
     ) -> TransitionBatch:
         columns: dict[str, Any] = {n: c[slots] for n, c in self._columns.items()}
+        if self.frame_store is not None:
+            columns["obs"], columns["next_obs"] = self.frame_store.read(slots)
         return TransitionBatch(**columns, weights=weights, indices=ids)
 
     def _slot_ids(self, slots: npt.NDArray[np.intp]) -> IntArray:
@@ -189,8 +237,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         beta: float | LinearSchedule = 0.4,
         eps: float = 1e-6,
         seed: Seed = 0,
+        frames: FrameMode = "auto",
     ) -> None:
-        super().__init__(capacity, seed)
+        super().__init__(capacity, seed, frames)
         if not alpha >= 0.0:
             raise ValueError(f"PrioritizedReplayBuffer: alpha must be >= 0, got {alpha!r}")
         if not eps > 0.0:
@@ -270,18 +319,43 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = float(state["max_priority"])
         self.num_sampled = int(state["num_sampled"])
 
+    @property
+    def nbytes(self) -> int:
+        """The uniform buffer's bytes plus the sum tree's."""
+        return super().nbytes + self.tree.nodes.nbytes
+
     def _written(self, start: int, count: int) -> None:
         self.tree.set_range(start, np.full(count, self.max_priority**self.alpha))
 
 
 def make_replay_buffer(config: ReplayConfig, seed: Seed = 0) -> ReplayBuffer | PrioritizedReplayBuffer:
-    """The buffer `config` describes: prioritized or uniform, with its capacity and beta schedule."""
+    """The buffer `config` describes: prioritized or uniform, with its capacity, beta schedule
+    and frame storage (`config.frames`)."""
     if not config.prioritized:
-        return ReplayBuffer(config.capacity, seed)
+        return ReplayBuffer(config.capacity, seed, config.frames)
     beta: float | LinearSchedule = config.beta
     if config.beta_annealing_samples is not None:
         beta = LinearSchedule(config.beta, config.final_beta, config.beta_annealing_samples)
-    return PrioritizedReplayBuffer(config.capacity, config.alpha, beta, config.priority_eps, seed)
+    return PrioritizedReplayBuffer(
+        config.capacity, config.alpha, beta, config.priority_eps, seed, frames=config.frames
+    )
+
+
+def _stored_batches(state: Mapping[str, Any], size: int) -> Iterator[TransitionBatch]:
+    """The `size` rows of a `state_dict()` (either kind), oldest first, in chunks of bounded bytes."""
+    columns = {n: t.numpy() for n, t in state["columns"].items()}
+    frames = state.get("frames")
+    if frames is not None:
+        row_bytes = 2 * frames["obs"].shape[1] * frames["frames"][0].numpy().nbytes
+    else:
+        row_bytes = sum(c[0].nbytes for c in columns.values()) if size else 1
+    step = max(1, _LOAD_CHUNK_BYTES // max(row_bytes, 1))
+    for lo in range(0, size, step):
+        rows = slice(lo, min(lo + step, size))
+        chunk = {n: c[rows] for n, c in columns.items()}
+        if frames is not None:
+            chunk["obs"], chunk["next_obs"] = expand_frames(frames, rows)
+        yield TransitionBatch(**chunk)
 
 
 def _to_tensor(values: npt.NDArray[Any]) -> torch.Tensor:

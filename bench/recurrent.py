@@ -483,11 +483,15 @@ def main(argv: list[str]) -> None:
         "table": report,
         "runs": [r.to_json() for r in runs],
     }
+    write_result(f"recurrent_{args.out}", result)
+
+
+def write_result(name: str, result: Mapping[str, Any]) -> None:
+    """Write ``result`` to ``bench/results/<name>.json`` and say where."""
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"recurrent_{args.out}.json"
+    path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, separators=(",", ":")))
     print(f"\nwrote {path.relative_to(BENCH.parent)}")
-
 
 if __name__ == "__main__":
     main(sys.argv[1:])

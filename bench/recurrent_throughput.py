@@ -20,7 +20,6 @@ The recurrent policy trains on whole fragments as sequences (``policy.sequence_l
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -31,7 +30,7 @@ from typing import Any
 
 import ppo_settings as s
 from ppo_cartpole import machine
-from recurrent import RESULTS, Run, fmt, median, rxrl_settings, spawn
+from recurrent import Run, fmt, median, rxrl_settings, spawn, write_result
 
 ENV = "CartPole-v1"
 
@@ -104,10 +103,7 @@ def main(argv: list[str]) -> None:
         "table": report,
         "runs": {name: [r.to_json() for r in rs] for name, rs in runs.items()},
     }
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"recurrent_throughput_{core}_{args.out}.json"
-    path.write_text(json.dumps(result, separators=(",", ":")))
-    print(f"\nwrote {path.relative_to(RESULTS.parent.parent)}")
+    write_result(f"recurrent_throughput_{core}_{args.out}", result)
 
 
 if __name__ == "__main__":

@@ -425,14 +425,13 @@ def torch_free_workers(settings: RolloutSettings, start: Start | None = None) ->
 def _workers(settings: RolloutSettings, start: Start | None, *, torch_free: bool) -> RolloutWorkerFactory:
     s = settings
     weights: Weights | InitialWeights | None = None
+    spaces = spaces_of(registered_id(s.env), s.env_kwargs) if torch_free else None
+    if spaces is not None and resolve_trunk(s.policy.trunk, spaces.observation) != "mlp":
+        torch_free = False  # a CNN acts through torch (`rxrl.rl.models.policy.TorchForward`)
     if start is not None:
         weights = start.weights()
-    elif torch_free:
-        spaces = spaces_of(registered_id(s.env), s.env_kwargs)
-        if resolve_trunk(s.policy.trunk, spaces.observation) != "mlp":
-            torch_free = False  # a CNN acts through torch (`rxrl.rl.models.policy.TorchForward`)
-        else:
-            weights = InitialWeights(spaces.observation, spaces.action, s.policy, s.seed)
+    elif torch_free and spaces is not None:
+        weights = InitialWeights(spaces.observation, spaces.action, s.policy, s.seed)
     return RolloutWorkerFactory(s.env, s.num_envs_per_worker, s.fragment_length, worker_seed(s, start),
                                 s.gamma, s.lam, s.policy, weights, s.env_kwargs,
                                 start.version() if start is not None else 0, torch_policy=not torch_free,

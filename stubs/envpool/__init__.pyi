@@ -1,0 +1,6 @@
+# The part of EnvPool's API that rxrl uses (rxrl/envs/atari.py). A stub, so that mypy --strict
+# passes whether or not the optional `envpool` extra is installed.
+from typing import Any
+
+def make_gymnasium(task_id: str, **kwargs: Any) -> Any: ...
+def make_spec(task_id: str, **kwargs: Any) -> Any: ...

@@ -3,6 +3,7 @@ and `Snapshot`, the item an algorithm's checkpoint step passes."""
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,7 +49,8 @@ class Algorithm:
 
     ``plan(config, groups)`` builds the plan on the actors ``groups(config, start)`` made
     (``plan(config)`` makes them itself). ``default_steps`` is ``rxrl train``'s default
-    budget; ``tuned`` maps env ids to settings that learn faster there. ``records_in_flight``
+    budget; ``tuned`` maps env ids to settings that learn faster there (a key with ``*`` is a
+    pattern, ``"ALE/*"``: `tuned_for`). ``records_in_flight``
     is how many records ``rxrl train``'s checkpoint step may have at the learner at once:
     1 for the synchronous algorithms (each record's snapshot before the next update);
     more for those whose learner keeps training meanwhile, so that the driver never waits
@@ -91,6 +93,13 @@ class Algorithm:
     #: state depends on (the networks' architecture, the replay's layout): a resume that
     #: changes one is refused, naming it
     state_settings: tuple[str, ...] = ("policy.",)
+
+    def tuned_for(self, env: str) -> Mapping[str, Any]:
+        """The tuned settings for ``env``: its own entry, else those of the first pattern key
+        (``fnmatch``: ``"ALE/*"``, ``"MinAtar/*"``) that matches it, else none."""
+        if env in self.tuned:
+            return self.tuned[env]
+        return next((v for k, v in self.tuned.items() if "*" in k and fnmatch.fnmatchcase(env, k)), {})
 
     def depends_on(self, path: str) -> bool:
         """Whether the learner state depends on setting ``path`` (`state_settings`)."""

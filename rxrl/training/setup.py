@@ -89,7 +89,7 @@ def prepare(algo: str | Algorithm | RolloutSettings, *, env: str | None = None,
         config = algo if env is None else _settings(algo, {"env": env}, "option")
     else:
         name = env or spec.config().env
-        config = _settings(spec.config(), {"env": name, **spec.tuned.get(name, {})}, "tuned setting")
+        config = _settings(spec.config(), {"env": name, **spec.tuned_for(name)}, "tuned setting")
         # a schedule spans the run's budget (a None schedule, as PPO's default, stays off)
         for spans in ("lr_decay_steps", *spec.budget_settings):
             if spans in paths(spec.config) and getattr(config, spans) is not None:

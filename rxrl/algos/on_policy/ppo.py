@@ -128,12 +128,31 @@ MUJOCO: Mapping[str, Any] = {
 MUJOCO_ENVS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Humanoid-v5", "HumanoidStandup-v5",
                "Swimmer-v5", "Walker2d-v5")
 
+#: Atari (``ALE/*``): CleanRL's ``ppo_atari`` — 8 envs (2 workers × 4) × 128 steps, 4 epochs of
+#: minibatches of 256, clip 0.1, entropy 0.01, clipped value loss, lr 2.5e-4 decayed to 0 over
+#: the run — with a 2-thread learner (it trains while the workers wait for its weights)
+ATARI: Mapping[str, Any] = {
+    "num_envs_per_worker": 4, "fragment_length": 128, "train_batch_size": 1024,
+    "gamma": 0.99, "lam": 0.95, "lr_decay_steps": 10_000_000, "learner_threads": 2,
+    "learner.lr": 2.5e-4, "learner.num_epochs": 4, "learner.minibatch_size": 256,
+    "learner.clip_coef": 0.1, "learner.clip_vloss": True, "learner.ent_coef": 0.01,
+    "learner.vf_coef": 0.5, "learner.max_grad_norm": 0.5,
+}
+#: MinAtar (``MinAtar/*``): PureJaxRL's MinAtar PPO on CPU-sized batches — 16 envs (2 × 8) ×
+#: 128 steps, 4 epochs of minibatches of 256, clip 0.2, entropy 0.01, lr 5e-4 decayed to 0
+MINATAR: Mapping[str, Any] = {
+    "num_envs_per_worker": 8, "fragment_length": 128, "train_batch_size": 2048,
+    "gamma": 0.99, "lam": 0.95, "lr_decay_steps": 1_000_000,
+    "learner.lr": 5e-4, "learner.num_epochs": 4, "learner.minibatch_size": 256,
+    "learner.clip_coef": 0.2, "learner.ent_coef": 0.01, "learner.vf_coef": 0.5,
+    "learner.max_grad_norm": 0.5,
+}
+
 #: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies
-#: them for that env; ``--set`` overrides them).
+#: them for that env; ``--set`` overrides them; ``*`` keys are patterns:
+#: `rxrl.algos.spec.Algorithm.tuned_for`).
 TUNED: Mapping[str, Mapping[str, Any]] = {
     **{env: MUJOCO for env in MUJOCO_ENVS},
-    # a short horizon, longer fragments; no global gradient clipping: early value errors are
-    # large, and clipping their norm together with the policy's starves the policy update
     # a memory task (docs/algorithms.md, "Recurrent policies"): an LSTM, sequences of 16
     # steps, normalized observations (position and angle move by ~1e-2 a step), a shorter
     # horizon and GAE lambda (SB3 Zoo's CartPole settings), a step size decayed to 0 (5e-4:
@@ -141,13 +160,17 @@ TUNED: Mapping[str, Mapping[str, Any]] = {
     "rxrl/StatelessCartPole-v0": {"policy.recurrent": "lstm", "policy.sequence_length": 16,
                                   "policy.normalize_obs": True, "gamma": 0.98, "lam": 0.8,
                                   "learner.lr": 5e-4, "lr_decay_steps": 500_000},
+    # a short horizon, longer fragments; no global gradient clipping: early value errors are
+    # large, and clipping their norm together with the policy's starves the policy update
     "Pendulum-v1": {"gamma": 0.9, "fragment_length": 256, "num_envs_per_worker": 4,
                     "train_batch_size": 2048, "learner.lr": 1e-3, "learner.minibatch_size": 256,
                     "learner.max_grad_norm": None},
+    "ALE/*": ATARI,
+    "MinAtar/*": MINATAR,
 }
 
-__all__ = ["SPEC", "LEARNER", "LEARNER_CLASS", "MUJOCO", "MUJOCO_ENVS", "PPO", "TUNED", "decayed", "groups",
-           "plan"]
+__all__ = ["SPEC", "ATARI", "LEARNER", "LEARNER_CLASS", "MINATAR", "MUJOCO", "MUJOCO_ENVS", "PPO", "TUNED",
+           "decayed", "groups", "plan"]
 
 #: what the registry reads (`rxrl.algos.ALGORITHMS`)
 SPEC = Algorithm("ppo", PPO, plan, groups, 100_000, TUNED,

@@ -6,6 +6,7 @@ import math
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
 from rxrl.rl.data.metrics import Metrics
@@ -18,34 +19,41 @@ if TYPE_CHECKING:
 class ProgressLine:
     """The live progress line on stderr: rewritten in place on a terminal, else every few seconds."""
 
-    def __init__(self, label: str, total: int, stream: IO[str] = sys.stderr) -> None:
-        self.label, self.total, self.stream = label, total, stream
+    def __init__(self, label: str, total: int, stream: IO[str] = sys.stderr,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.label, self.total, self.stream, self.clock = label, total, stream, clock
         self.tty = stream.isatty()
         self.recent: deque[tuple[float, int]] = deque()
         self.last_print = -math.inf
+        self.last_printed = -1  # env steps of the last line printed
 
     def update(self, m: Metrics, final: bool = False) -> None:
-        """Show ``m``; a rate over the last ~10 s of wall time."""
-        now = time.perf_counter()
-        self.recent.append((now, m.env_steps_sampled))
+        """Show ``m``; a rate over the last ~10 s of wall time. The final call (the run's last
+        record, already seen as an iteration) adds no rate sample and prints nothing new off a
+        terminal if that record's line was printed."""
+        now = self.clock()
+        repeated = bool(self.recent) and self.recent[-1][1] == m.env_steps_sampled
+        if not (final and repeated):
+            self.recent.append((now, m.env_steps_sampled))
         while len(self.recent) > 2 and now - self.recent[0][0] > 10:
             self.recent.popleft()
         if not final and now - self.last_print < (0.2 if self.tty else 5.0):
             return
-        self.last_print = now
+        if final and repeated and not self.tty and self.last_printed == m.env_steps_sampled:
+            return
+        self.last_print, self.last_printed = now, m.env_steps_sampled
         (t0, s0), (t1, s1) = self.recent[0], self.recent[-1]
-        rate = (s1 - s0) / (t1 - t0) if t1 > t0 else math.nan
+        rate = f"{(s1 - s0) / (t1 - t0):7,.0f}" if t1 > t0 else "    n/a"
         ret = "     n/a" if math.isnan(m.episode_return_mean) else f"{m.episode_return_mean:8.1f}"
         pct = min(100.0, 100.0 * m.env_steps_sampled / self.total)
         mins, secs = divmod(int(m.time_s), 60)
         line = (f"{self.label} | steps {m.env_steps_sampled:>9,}/{self.total:,} ({pct:3.0f}%) | "
-                f"return {ret} | {rate:7,.0f} steps/s | {mins:d}:{secs:02d}")
+                f"return {ret} | {rate} steps/s | {mins:d}:{secs:02d}")
         if self.tty:
             self.stream.write("\r" + line + ("\n" if final else ""))
         else:
             self.stream.write(line + "\n")
         self.stream.flush()
-
 
 
 class Progress(Callback):

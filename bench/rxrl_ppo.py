@@ -74,7 +74,10 @@ def run_plan(record: s.RunRecord, plan: rxrl.Plan[Metrics], backend: str,
     """
     if backend == "ray":
         s.clean_ray_env()
-        connect("local", ray_init_options(plan))
+        options = ray_init_options(plan)
+        if timeline is not None:  # the timeline is made of the task events rxrl's Ray goes without
+            del options["_system_config"]["task_events_report_interval_ms"]
+        connect("local", options)
     try:
         with rxrl.run(plan, backend=backend) as running:
             record.setup_s = s.since_start()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Mapping
 from datetime import datetime
@@ -215,17 +216,19 @@ def write_json(path: Path, doc: Any) -> None:
 RAY_INIT = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
 #: modules every worker process of that Ray imports as soon as it has started, before it is
 #: given an actor: Ray starts (one per CPU) while ``ray.init`` is still running, so the
-#: imports overlap with the rest of the start-up instead of following the actor's creation
-#: (``ray._common.pydantic_compat``: Ray's serializer add-ons import pydantic, ~0.2 s, at a
-#: process's first task otherwise)
-WORKER_PRELOAD = ("torch", "gymnasium", "rxrl.backends.ray.host", "rxrl.algos",
-                  "ray._common.pydantic_compat")
+#: imports overlap with the rest of the start-up instead of following the actor's creation.
+#: First `rxrl.backends.ray.preload`, whose import makes the process register Ray's serializer
+#: add-ons only for the packages it has imported (else, at its first task, it imports pyarrow
+#: and pydantic where installed: ~0.2 s and 15-30 MB in every process, for objects a run
+#: never sends: `rxrl.backends.ray.addons`)
+WORKER_PRELOAD = ("rxrl.backends.ray.preload", "torch", "gymnasium", "rxrl.backends.ray.host",
+                  "rxrl.algos")
 #: the same for a plan whose actors are mostly torch-free rollout workers (factories whose
 #: ``torch_free`` is true: `rxrl.rl.workers.rollout.RolloutWorkerFactory`, PPO's and A2C's): torch
 #: would cost every worker process ~0.9 s of CPU that only the learner's needs (it imports
 #: torch itself)
-TORCH_FREE_PRELOAD = ("gymnasium", "rxrl.backends.ray.host", "rxrl.rl.workers.rollout",
-                      "rxrl.rl.workers.reply", "ray._common.pydantic_compat")
+TORCH_FREE_PRELOAD = ("rxrl.backends.ray.preload", "gymnasium", "rxrl.backends.ray.host",
+                      "rxrl.rl.workers.rollout", "rxrl.rl.workers.reply")
 #: The niceness of the local Ray's worker processes (Ray's default: 15). The actors are the
 #: training job itself (learner and rollout workers), not background work: at nice 15 any other
 #: busy process on the machine takes their CPU first, and a run of ``rxrl train`` went slower
@@ -236,13 +239,22 @@ WORKER_NICENESS = 0
 def ray_init_options(plan: rxrl.Plan[Any]) -> dict[str, Any]:
     """``ray.init`` options for the local Ray that runs ``plan``: `RAY_INIT`, the
     `WORKER_PRELOAD` modules (`TORCH_FREE_PRELOAD` where most actors are torch-free rollout
-    workers), and a worker process started in advance for every actor.
+    workers), a worker process started in advance for every actor and none besides, and no
+    task events.
 
     Ray starts one worker process per CPU as soon as its raylet is up, at most one per core
     at a time; an actor beyond those waits for a worker started only when the run asks for
     it (PPO's 2 rollout workers and learner on 2 cores: the third actor's process started
-    ~2 s after the others). So the local Ray gets at least as many CPUs as the plan has
-    actors, and starts that many workers at once.
+    ~2 s after the others). So the local Ray gets as many CPUs as the plan has actors (or as
+    its groups ask for, ``with_options(num_cpus=...)``, if more), and starts that many workers
+    at once. Not one per core: Ray keeps a started worker process as long as there are no more
+    of them than CPUs, and one that no actor takes holds its preloaded modules (60-200 MB) for
+    the whole run. The CPUs count processes here, not the run's parallelism: an actor without
+    options reserves no CPU once it is created.
+
+    Task events (the state API's and ``ray.timeline``'s record of every task, kept by the GCS
+    for the last 100,000 tasks, ~100 MB on a DQN run) are not recorded: nothing in a run reads
+    them.
 
     The actors also run at the driver's priority (`WORKER_NICENESS`), not at Ray's default of
     nice 15.
@@ -250,12 +262,14 @@ def ray_init_options(plan: rxrl.Plan[Any]) -> dict[str, Any]:
     groups = [g for g in compile_plan(plan.node).groups if not g.driver_hosted]
     actors = sum(group.size for group in groups)
     torch_free = sum(group.size for group in groups if getattr(group.make, "torch_free", False))
-    cpus = max(os.cpu_count() or 1, actors)
+    asked = sum(group.size * float(group.options.get("num_cpus") or 0) for group in groups)
+    cpus = max(actors, math.ceil(asked), 1)
     preload = TORCH_FREE_PRELOAD if torch_free > actors - torch_free else WORKER_PRELOAD
     return {**RAY_INIT, "num_cpus": cpus,
             "_system_config": {"preload_python_modules": list(preload),
                                "worker_maximum_startup_concurrency": cpus,
-                               "worker_niceness": WORKER_NICENESS}}
+                               "worker_niceness": WORKER_NICENESS,
+                               "task_events_report_interval_ms": 0}}
 
 
 __all__ = ["BACKENDS", "RAY_INIT", "RUN_FILES", "TORCH_FREE_PRELOAD", "WORKER_NICENESS", "WORKER_PRELOAD",

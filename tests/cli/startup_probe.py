@@ -3,9 +3,11 @@ does, for a plan with one actor more than this machine has cores, and print what
 processes saw (JSON on the last line of stdout): whether each one's process was started before
 the run asked for the actors (a pre-started worker) and whether torch was imported there
 before the actor was constructed (this module never imports torch, so only the preload can
-have imported it), and its niceness; with ``--torch-free``, for actors whose factory is
-declared torch-free (whose processes must not preload torch). Linux only: processes are read
-from /proc.
+have imported it), and its niceness, and which of the packages Ray's serializer add-ons are
+for (`ADDON_PACKAGES`) its process and the driver's had imported once they had serialized;
+with ``--torch-free``, for actors whose factory is declared torch-free (whose processes must
+not preload torch); with ``--actors N``, for N actors (default: one more than this machine
+has cores). Linux only: processes are read from /proc.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ import ray
 import rxrl
 from rxrl import ops
 from rxrl.backends.ray.connect import connect
+
+#: the packages that Ray's serializer add-ons import in every process unless rxrl's local Ray
+#: keeps them to the processes that use them (`rxrl.backends.ray.addons`)
+ADDON_PACKAGES = ("pyarrow", "pydantic")
 
 
 def started(pid: int | str = "self") -> float:
@@ -64,8 +70,8 @@ class Probe:
         self.seen = {"torch_imported": "torch" in sys.modules,
                      "process_started": started(), "niceness": os.nice(0)}
 
-    def report(self) -> dict[str, float | bool | int]:
-        return self.seen
+    def report(self) -> dict[str, float | bool | int | list[str]]:
+        return {**self.seen, "addons": [m for m in ADDON_PACKAGES if m in sys.modules]}
 
 
 class TorchFreeProbes:
@@ -80,7 +86,7 @@ class TorchFreeProbes:
 def main() -> None:
     from rxrl.training.setup import ray_init_options  # imports torch: only here, in the driver
 
-    n = (os.cpu_count() or 1) + 1
+    n = int(sys.argv[sys.argv.index("--actors") + 1]) if "--actors" in sys.argv else (os.cpu_count() or 1) + 1
     group = rxrl.indexed_actors(TorchFreeProbes(), n) if "--torch-free" in sys.argv else rxrl.actors(Probe, n)
     plan = rxrl.from_actors(group, Probe.report) | ops.barrier() | ops.take(1)
     options = ray_init_options(plan)
@@ -91,6 +97,7 @@ def main() -> None:
     commands = descendants(os.getpid())
     print(json.dumps({"actors": n, "num_cpus": options["num_cpus"], "requested": requested,
                       "driver_niceness": os.nice(0),
+                      "driver_addons": [m for m in ADDON_PACKAGES if m in sys.modules],
                       "reports": reports, "commands": commands}))
     ray.shutdown()
 

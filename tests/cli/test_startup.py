@@ -1,9 +1,11 @@
 """The local Ray that ``rxrl train`` starts (issue 14, item 10): lean, with a worker process
-started in advance for every actor of the plan, each importing torch before it is given one
-(unless most actors are torch-free rollout workers) and running at the driver's priority.
+started in advance for every actor of the plan and none besides, each importing torch before
+it is given one (unless most actors are torch-free rollout workers) and running at the
+driver's priority; its processes skip Ray's serializer add-ons for packages they have not
+imported, and it records no task events (issue 23, item 4: memory).
 
-How long that takes is measured in bench/startup.py (docs/benchmarks.md, "Start-up"), not
-asserted here.
+How long that takes is measured in bench/startup.py (docs/benchmarks.md, "Start-up"), and
+how much memory in bench/memory.py ("Memory (issue 23)"), not asserted here.
 """
 
 from __future__ import annotations
@@ -15,8 +17,12 @@ from typing import Any
 
 import pytest
 
+import rxrl
+from rxrl import ops
+from rxrl.algos.on_policy import ppo
+from rxrl.algos.qlearning import dqn
 from rxrl.backends.ray.connect import DRIVER_WARM, LEAN_SKIPS, is_lean
-from rxrl.training.setup import RAY_INIT, TORCH_FREE_PRELOAD, WORKER_PRELOAD
+from rxrl.training.setup import RAY_INIT, TORCH_FREE_PRELOAD, WORKER_PRELOAD, ray_init_options
 from tests.cli.helpers import ROOT, environment
 
 #: the scripts of the processes a lean local Ray goes without (`LEAN_SKIPS`)
@@ -29,6 +35,32 @@ def test_the_cli_s_ray_options_make_a_lean_ray_and_other_options_do_not() -> Non
     assert not is_lean({**RAY_INIT, "log_to_driver": True})
     assert len(LEAN_SKIPS) == len(SKIPPED_SCRIPTS)
     assert "torch" in WORKER_PRELOAD and "torch" not in TORCH_FREE_PRELOAD
+
+
+class Ticker:
+    """A toy actor."""
+
+    def tick(self) -> int:
+        """One."""
+        return 1
+
+
+def test_the_local_ray_gets_a_cpu_per_actor_and_no_more() -> None:
+    """A CPU of the local Ray is a worker process started in advance and kept: one per actor
+    (PPO's learner on the driver is none), whatever the machine's cores, unless the plan's
+    groups ask for more CPUs than that."""
+    assert ray_init_options(ppo.plan(ppo.PPO(num_workers=1)))["num_cpus"] == 1
+    assert ray_init_options(dqn.plan(dqn.DQN(num_workers=2)))["num_cpus"] == 4  # + learner, replay
+    asking = rxrl.actors(Ticker, 2).with_options(num_cpus=1.5)
+    plan = rxrl.from_actors(asking, Ticker.tick) | ops.barrier() | ops.take(1)
+    assert ray_init_options(plan)["num_cpus"] == 3
+
+
+def test_the_local_ray_records_no_task_events_and_preloads_the_add_on_filter_first() -> None:
+    for plan in (ppo.plan(ppo.PPO()), dqn.plan(dqn.DQN())):
+        system = ray_init_options(plan)["_system_config"]
+        assert system["task_events_report_interval_ms"] == 0
+        assert system["preload_python_modules"][0] == "rxrl.backends.ray.preload"
 
 
 def test_every_module_named_for_early_import_exists() -> None:
@@ -72,3 +104,16 @@ def test_the_cli_s_local_ray_has_a_preloaded_worker_per_actor_in_advance_and_ski
 def test_actors_of_torch_free_factories_get_worker_processes_without_torch() -> None:
     reports = _probe("--torch-free")["reports"]
     assert not any(r["torch_imported"] for r in reports), reports
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the probe reads processes from /proc")
+def test_one_actor_gets_one_worker_process_and_no_process_imports_serializer_add_ons() -> None:
+    """Ray's serializer add-ons would import pyarrow and pydantic (where installed) in every
+    process at its first serialization; here neither the driver nor the actor's process has
+    imported them after a call. No idle worker process is kept beside the actor's."""
+    doc = _probe("--torch-free", "--actors", "1")
+    assert doc["num_cpus"] == 1
+    assert doc["driver_addons"] == [] and doc["reports"][0]["addons"] == [], doc
+    idle = [c for c in doc["commands"] if c.startswith("ray::IDLE")]
+    assert idle == [], doc["commands"]

@@ -26,7 +26,9 @@ cluster that answers within a deadline.
   starts the raylet), the log monitor (it forwards worker output to drivers) and the
   autoscaler monitor (a single local node has nothing to scale): ~0.4 s of CPU each on 2 cores,
   and the wait (docs/benchmarks.md, "Start-up"). Ray 2.60 starts them from these three
-  ``Node`` methods, which `connect` replaces for the duration of ``ray.init`` only.
+  ``Node`` methods, which `connect` replaces for the duration of ``ray.init`` only. The driver
+  of a lean local Ray also registers Ray's serializer add-ons only for the packages it has
+  imported (`rxrl.backends.ray.addons`: pyarrow and pydantic cost 15-30 MB in every process).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import ray
 from ray.job_config import JobConfig
 
 from rxrl import warmup
+from rxrl.backends.ray import addons
 from rxrl.errors import RxrlError
 
 #: how long `connect` waits for the address of an existing cluster to accept a connection
@@ -60,6 +63,7 @@ LOCAL = (None, "local")
 LEAN_SKIPS = ("start_api_server", "start_log_monitor", "start_monitor")
 #: what the driver imports while ``ray.init`` waits for Ray's processes, instead of after
 #: it: Ray's serializer add-ons import pydantic (~0.2 s) when the driver first serializes
+#: (not for a lean local Ray, whose add-ons import nothing: `rxrl.backends.ray.addons`)
 DRIVER_WARM = ("ray._common.pydantic_compat",)
 #: how often, and how long, a local node's start polls the GCS for its raylet's registration
 #: before Ray's own, once-a-second, check (`_prompt_node_registration`; a raylet that has not
@@ -95,7 +99,11 @@ def connect(address: str | None, init_options: dict[str, Any] | None = None,
     local = address in LOCAL
     lean = _lean(options) if local else contextlib.nullcontext()
     prompt = _prompt_node_registration() if local else contextlib.nullcontext()
-    with held as arrived, _without_ray_sigterm_handlers(), lean, prompt, _importing(DRIVER_WARM):
+    warm: tuple[str, ...] = DRIVER_WARM
+    if local and is_lean(options):  # the driver too registers add-ons for imported packages only
+        addons.install()
+        warm = ()
+    with held as arrived, _without_ray_sigterm_handlers(), lean, prompt, _importing(warm):
         try:
             ray.init(address=address, **options)
         finally:

@@ -1,7 +1,7 @@
 """Atari throughput side by side (issue 23): rxrl's PPO and IMPALA against the same loops
-hand-written on Ray, CleanRL's ``ppo_atari``, SB3's PPO and RLlib's PPO and APPO, with one
-preprocessing and one model (`atari_settings.MatchedAtari`), beside the raw limits of this
-machine (ALE frames/s, the CNN's forward and training rates).
+hand-written on Ray, CleanRL's ``ppo_atari``, SB3's PPO, RLlib's PPO and APPO and Sample Factory
+2's APPO, with one preprocessing and one model (`atari_settings.MatchedAtari`), beside the raw
+limits of this machine (ALE frames/s, the CNN's forward and training rates).
 
 Every system runs in a subprocess of its own for ``--budget-steps`` agent steps, one after
 another; each repetition rotates the order (A/B alternation, so load drifts on a shared
@@ -9,6 +9,11 @@ machine hit every system alike). Per system: the median over repetitions of env 
 second (4 per agent step) sampled and trained, over training wall time (from the first sample
 request; start-up excluded). Ratios rxrl / peer are medians of per-repetition ratios, within
 a family: the PPO systems against ``rxrl-ppo``, IMPALA/APPO against ``rxrl-impala``.
+
+Runners use this interpreter, except those in `PYTHON`: ``sf-appo`` runs with
+``$RXRL_SF_PYTHON`` (default ``.sfvenv/bin/python`` in the checkout), a venv of its own since
+Sample Factory pins ``gymnasium<1`` and ``numpy<2`` (bench/requirements-sample-factory.txt says
+how to make it); without that interpreter the system fails, as a failed run does.
 
     python bench/atari.py --repeats 3 --budget-steps 20000
     python bench/atari.py --limits-only
@@ -46,17 +51,24 @@ SYSTEMS: dict[str, tuple[str, list[str], str]] = {
     "handwritten-impala": ("handwritten_ray_atari.py", ["--algo", "impala"], "impala"),
     "rxrl-appo": ("rxrl_atari.py", ["--algo", "appo"], "impala"),
     "rllib-appo": ("peer_rllib_atari.py", ["--algo", "appo"], "impala"),
+    "sf-appo": ("peer_sample_factory_atari.py", ["--algo", "appo"], "impala"),
 }
 #: what a family's ratios are taken against
 BASE = {"ppo": "rxrl-ppo", "impala": "rxrl-impala"}
+#: system -> (environment variable naming its interpreter, the default) where not this one
+PYTHON = {"sf-appo": ("RXRL_SF_PYTHON", str(BENCH.parent / ".sfvenv" / "bin" / "python"))}
 
 
 def run_system(system: str, seed: int, budget: int, workdir: Path, timeout_s: float,
                settings: list[str]) -> s.RunRecord | None:
     """One run of ``system`` in a subprocess; its record, or None if it failed."""
     script, extra, _ = SYSTEMS[system]
+    python = os.environ.get(*PYTHON[system]) if system in PYTHON else sys.executable
+    if not Path(python).is_file():
+        print(f"  {system} seed {seed}: no interpreter {python} (set {PYTHON[system][0]})", flush=True)
+        return None
     out = workdir / f"{system}-{seed}-{time.time_ns()}.json"
-    argv = [sys.executable, str(BENCH / script), "--budget-steps", str(budget), "--seed", str(seed),
+    argv = [python, str(BENCH / script), "--budget-steps", str(budget), "--seed", str(seed),
             "--out", str(out), *extra, *(x for kv in settings for x in ("--set", kv))]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BENCH), env.get("PYTHONPATH")) if p)

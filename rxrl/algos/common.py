@@ -8,6 +8,7 @@ pieces those plans name live here, small and named, so that ``rxrl show`` prints
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_args
 
@@ -321,9 +322,10 @@ class Start:
     reseed: int = 0
 
     def weights(self) -> Weights:
-        """The checkpoint's policy weights, as workers' ``set_weights`` takes them."""
-        policy: Mapping[str, torch.Tensor] = self.learner_state["policy"]
-        return {k: t.detach().cpu().numpy().copy() for k, t in policy.items()}
+        """The checkpoint's policy weights, as workers' ``set_weights`` takes them (copies; the
+        state may hold tensors or, made torch-free with `arrays_of`, numpy arrays)."""
+        policy: Mapping[str, torch.Tensor | np.ndarray[Any, Any]] = self.learner_state["policy"]
+        return {k: np.array(arrays_of(t), copy=True) for k, t in policy.items()}
 
     def version(self) -> int:
         """The version of the checkpoint's weights (a V-trace learner's updates; 0 for others)."""
@@ -336,6 +338,20 @@ class Start:
         builds and, in an asynchronous plan, with every tagged item — while a checkpoint's
         optimizer and replay state can be megabytes."""
         return Start(_for_workers(self.learner_state), self.reseed)
+
+
+def arrays_of(value: Any) -> Any:
+    """``value`` with every torch tensor in it (in dicts, lists and tuples, nested) as a
+    numpy array on the CPU; the rest as it is. Imports no torch: a process holding a tensor
+    has it already. What a factory sends to a process that must not load torch."""
+    if isinstance(value, Mapping):
+        return {k: arrays_of(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(arrays_of(v) for v in value)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return value
 
 
 #: the entries of a learner state that rollout workers read: the policy weights, their
@@ -567,7 +583,8 @@ class Progress(MetricsAccumulator):
 __all__ = [
     "Groups", "IterationSample", "LearnerDevice", "LearnerFactory", "LearnerPlacement", "Progress",
     "RolloutSettings",
-    "Start", "Trained", "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "env_spaces", "episodes_of",
+    "Start", "Trained", "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "arrays_of", "env_spaces",
+    "episodes_of",
     "episode_metric_names",
     "WORKER_KEYS", "device_of", "float_in", "for_workers", "instance_of", "int_at_least", "join_rounds",
     "make_groups",

@@ -14,11 +14,13 @@ import json
 import math
 import os
 import warnings
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 import attrs
+import numpy as np
 
 import rxrl
 from rxrl import ops
@@ -152,8 +154,28 @@ def save_checkpoint(path: Path, algo: str, config: RolloutSettings, state: Mappi
     import torch  # checkpoints are torch files; a driver imports torch once it writes one
 
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(doc, tmp)
+    torch.save(tensors_of(doc), tmp)
     os.replace(tmp, path)
+
+
+def tensors_of(value: Any) -> Any:
+    """``value`` with every numpy array in it (in dicts, lists and tuples, nested) as a CPU
+    tensor: what a checkpoint file holds, so that ``torch.load(..., weights_only=True)``
+    reads it (it refuses numpy arrays). A replay shard's state is arrays (its process has
+    no torch: `rxrl.rl.replay.buffers.ReplayBuffer.state_dict`)."""
+    import torch
+
+    if isinstance(value, OrderedDict):  # a torch state dict's type
+        return OrderedDict((k, tensors_of(v)) for k, v in value.items())
+    if isinstance(value, Mapping):
+        return {k: tensors_of(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(tensors_of(v) for v in value)
+    if isinstance(value, np.ndarray):
+        with warnings.catch_warnings():  # an array from Ray's object store is read-only: only read here
+            warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+            return torch.from_numpy(np.ascontiguousarray(value))
+    return value
 
 
 @attrs.frozen(eq=False)
@@ -354,5 +376,6 @@ def same(a: float, b: float) -> bool:
 __all__ = [
     "CHECKPOINT", "Checkpoint", "CheckpointClock", "Counters", "MetricsRepair", "Snapshot",
     "check_fits", "counters_of", "deterministic_fields", "load_checkpoint", "read_metrics",
-    "repair_metrics", "same", "save_checkpoint", "save_trace", "snapshot_if_due", "training_plan",
+    "repair_metrics", "same", "save_checkpoint", "save_trace", "snapshot_if_due", "tensors_of",
+    "training_plan",
 ]

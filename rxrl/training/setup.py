@@ -224,9 +224,10 @@ RAY_INIT = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_
 WORKER_PRELOAD = ("rxrl.backends.ray.preload", "torch", "gymnasium", "rxrl.backends.ray.host",
                   "rxrl.algos")
 #: the same for a plan whose actors are mostly torch-free rollout workers (factories whose
-#: ``torch_free`` is true: `rxrl.rl.workers.rollout.RolloutWorkerFactory`, PPO's and A2C's): torch
-#: would cost every worker process ~0.9 s of CPU that only the learner's needs (it imports
-#: torch itself)
+#: ``torch_free`` is true: `rxrl.rl.workers.rollout.RolloutWorkerFactory`, PPO's and A2C's, and
+#: `rxrl.algos.qlearning.common.QWorkerFactory`, DQN's and Ape-X's with an MLP): torch would cost
+#: every worker process ~0.9 s of CPU and ~180 MB that only the learner's needs (it imports
+#: torch itself; DQN's replay shards do without it)
 TORCH_FREE_PRELOAD = ("rxrl.backends.ray.preload", "gymnasium", "rxrl.backends.ray.host",
                       "rxrl.rl.workers.rollout", "rxrl.rl.workers.reply")
 #: The niceness of the local Ray's worker processes (Ray's default: 15). The actors are the

@@ -123,7 +123,10 @@ def test_resumed_torch_workers_start_from_the_checkpoint_s_policy_and_carry_noth
 def test_worker_factories_keep_only_what_workers_read_of_a_checkpoint() -> None:
     """A checkpoint's optimizer and replay state never reaches a worker factory (which a
     plan's tagged items carry): the Q-learning, SAC, MAML and multi-agent factories hold
-    `Start.for_workers`, and a worker built from it resumes the same."""
+    `Start.for_workers` (the Q-learning one with its tensors as arrays: its workers have no
+    torch), and a worker built from it resumes the same."""
+    import numpy as np
+
     from rxrl.algos.common import WORKER_KEYS, Start
     from rxrl.algos.meta import maml
     from rxrl.algos.multi_agent import ma_ppo as multi_agent
@@ -139,8 +142,13 @@ def test_worker_factories_keep_only_what_workers_read_of_a_checkpoint() -> None:
     slim = start.for_workers()
     assert slim.reseed == 2 and set(slim.learner_state) == {*WORKER_KEYS, "learners"}
     assert set(slim.learner_state["learners"]["a"]) == {"policy"}
-    factories: list[Any] = [QWorkerFactory(dqn.DQN(), lambda i: 0.1, start),
-                            SACWorkerFactory(sac.SAC(), start),
+    q_start = QWorkerFactory(dqn.DQN(), lambda i: 0.1, start).start
+    assert q_start is not None and q_start.reseed == 2
+    held_q = q_start.learner_state
+    assert set(held_q) == set(slim.learner_state) and set(held_q["learners"]["a"]) == {"policy"}
+    assert held_q["env_steps_sampled"] == 40 and held_q["version"] == 3
+    assert isinstance(held_q["policy"]["w"], np.ndarray) and np.array_equal(held_q["policy"]["w"], np.ones(2))
+    factories: list[Any] = [SACWorkerFactory(sac.SAC(), start),
                             maml.MAMLWorkerFactory(maml.MAML(), start),
                             multi_agent.MultiAgentWorkerFactory(multi_agent.MultiAgentPPO(), starts=(start,))]
     for factory in factories:

@@ -1,23 +1,46 @@
 """The DQN and Ape-X plans: their shapes, every backend, bit-for-bit reproducibility, readiness
 before learning_starts, the training intensity, Ape-X's routing and weight syncs, a Ray run
-replayed from its trace, and learning smoke tests."""
+replayed from its trace, learning smoke tests, and workers and replay shards without torch."""
 
 from __future__ import annotations
 
+import pickle
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 import pytest
+import torch
 
 import rxrl
 from rxrl import ops
 from rxrl.actors import Tagged
-from rxrl.algos.qlearning import apex, dqn
+from rxrl.algos.common import Start
+from rxrl.algos.qlearning import apex, dqn, sac
+from rxrl.algos.qlearning.common import (
+    EnvSteps,
+    Pickled,
+    QWorkerFactory,
+    ShardFactory,
+    learner_state_if_due,
+    shard_state_if_due,
+    snapshot,
+)
+from rxrl.algos.qlearning.sac import plan as sac_plan
 from rxrl.algos.qlearning.steps import QProgress, Stored
+from rxrl.algos.spec import Snapshot
 from rxrl.rl import DQNConfig, DQNLearner, Metrics, QNetConfig, ReplayConfig, TrainMetrics, Weights
-from rxrl.training.checkpoint import deterministic_fields
+from rxrl.rl.models.qforward import NumpyQNetwork
+from rxrl.rl.models.qnet import QNetwork
+from rxrl.training.checkpoint import CheckpointClock, deterministic_fields, tensors_of
+from rxrl.training.setup import TORCH_FREE_PRELOAD, WORKER_PRELOAD, ray_init_options
 from tests.algos.records import identical, records
+from tests.cli.helpers import ROOT, environment
+from tests.rl import torch_probe
+from tests.rl.test_cnn import PIXELS_ID
 
 DQN_SHAPE = """\
 concurrently(mode='round_robin', emit=[0])
@@ -218,3 +241,115 @@ def test_dqn_learns_cartpole_a_little_in_a_few_thousand_steps() -> None:
     last = next(iter(rxrl.run(plan)))
     assert first.episode_return_mean < 25 and first.env_steps_sampled < 1100
     assert last.episode_return_mean > 50
+
+
+# -- torch-free workers and replay (issue 23: memory) ------------------------------------------
+
+
+def test_dqn_and_apex_workers_and_shards_are_torch_free_and_their_ray_preloads_no_torch() -> None:
+    """An MLP Q-network's workers act in numpy from `InitialWeights` (the learner's initial
+    weights) and the shards need no torch: both factories say so through `Pickled`, so the
+    local Ray preloads no torch; SAC's torch workers keep it, and a CNN's workers are torch's."""
+    dqn_groups, apex_groups = dqn.groups(small_dqn()), apex.groups(small_apex())
+    plans = (dqn.plan(small_dqn(), dqn_groups), apex.plan(small_apex(), apex_groups))
+    for plan, g in zip(plans, (dqn_groups, apex_groups), strict=True):
+        for group in (g.workers, g.replay):
+            assert isinstance(group.make, Pickled) and group.make.torch_free, group
+        assert not getattr(g.learner.make, "torch_free", False)
+        options = ray_init_options(plan)
+        assert options["_system_config"]["preload_python_modules"] == list(TORCH_FREE_PRELOAD)
+    factory = QWorkerFactory(small_dqn(), small_dqn().epsilon)
+    assert factory.torch_free and factory.initial is not None
+    worker = factory(1)
+    assert isinstance(worker.q_net, NumpyQNetwork)
+    initial = DQNLearner("CartPole-v1", small_dqn().learner, seed=0).get_weights()
+    assert all(np.array_equal(v, worker.get_weights()[k]) for k, v in initial.items())
+    options = ray_init_options(sac_plan(sac.SAC()))
+    assert options["_system_config"]["preload_python_modules"] == list(WORKER_PRELOAD)
+    cnn = QWorkerFactory(small_dqn(env=PIXELS_ID), small_dqn().epsilon)
+    assert not cnn.torch_free and cnn.initial is None and isinstance(cnn(0).q_net, QNetwork)
+
+
+def a_record() -> Metrics:
+    """A record of nothing done yet."""
+    return Metrics(0, 0, 0, 0, float("nan"), float("nan"), float("nan"), float("nan"), 0.0, 0.0)
+
+
+#: run in a fresh process with the pickles of a DQN plan's worker and shard factories (new and
+#: resumed), a learner's weights and a due record carrying its state: what the actors' processes
+#: do with them, and whether that imported torch
+ACTORS_WITHOUT_TORCH = """
+import pickle, sys
+from rxrl.algos.qlearning.common import shard_state_if_due
+blobs = pickle.loads(open(sys.argv[1], "rb").read())
+for workers, shards in blobs["factories"]:
+    worker, shard = pickle.loads(workers)(1), pickle.loads(shards)(0)
+    for _ in range(6):  # past learning_starts
+        shard.add(worker.sample())
+    worker.set_weights(pickle.loads(blobs["weights"]))
+    assert len(shard.sample()) == 16
+    record = shard_state_if_due(shard, pickle.loads(blobs["record"]))
+    shard.load_state_dict(pickle.loads(pickle.dumps(record.state["replay"][-1])))
+print("torch" in sys.modules)
+"""
+
+
+def test_a_dqn_worker_and_shard_built_from_their_factories_never_import_torch(tmp_path: Path) -> None:
+    """Their processes build them from the factories' pickles, sample, store, replay, load
+    weights and add the replay to a checkpoint record (whose learner state is packed: its
+    tensors stay unpickled), new or resumed from a checkpoint holding tensors: no torch."""
+    config = small_dqn()
+    learner = DQNLearner("CartPole-v1", config.learner, seed=0)
+    shard = ShardFactory(config)(0)
+    shard.add(QWorkerFactory(config, config.epsilon)(0).sample())
+    state = {**learner.state_dict(), "replay": [tensors_of(shard.state_dict())], "env_steps_sampled": 64}
+    factories = []
+    for start in (None, Start(state, reseed=1)):
+        g = dqn.groups(config, start)
+        factories.append((pickle.dumps(g.workers.make), pickle.dumps(g.replay.make)))
+    due = learner_state_if_due(learner, Snapshot(a_record(), True))
+    blob = {"factories": factories, "weights": pickle.dumps(learner.get_weights()),
+            "record": pickle.dumps(due)}
+    (tmp_path / "blobs.pkl").write_bytes(pickle.dumps(blob))
+    done = subprocess.run([sys.executable, "-c", ACTORS_WITHOUT_TORCH, str(tmp_path / "blobs.pkl")], cwd=ROOT,
+                          env=environment(), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_a_checkpoint_record_holds_the_learner_state_unpacked_and_the_replay() -> None:
+    """What the shards pass on packed (`PackedState`), the driver's last step unpacks: the
+    record's state is the learner's state dict, the shards' buffers and the env steps."""
+    config = small_dqn()
+    learner, shard = DQNLearner("CartPole-v1", config.learner, seed=0), ShardFactory(config)(0)
+    shard.add(QWorkerFactory(config, config.epsilon)(0).sample())
+    assert shard.num_added > 0
+    record = shard_state_if_due(shard, learner_state_if_due(learner, Snapshot(a_record(), True)))
+    state = EnvSteps(100)(record).state
+    assert state is not None and state.keys() == {*learner.state_dict(), "replay", "env_steps_sampled"}
+    assert state["env_steps_sampled"] == 100 and state["replay"][0]["buffer"]["num_added"] == shard.num_added
+    for name, tensor in learner.state_dict()["policy"].items():
+        assert torch.equal(state["policy"][name], tensor), name
+
+
+def no_probes(_: Snapshot) -> list[bool]:
+    """The probes' results so far: none."""
+    return []
+
+
+@pytest.mark.timeout(300)
+def test_dqn_on_ray_runs_workers_and_a_shard_that_never_import_torch(ray_session: None) -> None:
+    """A DQN run on Ray with checkpoint records (the learner's state passing the shard): its
+    workers' and shard's processes have no torch."""
+    config = small_dqn()
+    g = dqn.groups(config)
+    clock = CheckpointClock(every=32, final=10**6)
+    plan = (dqn.plan(config, g) | ops.map(clock.mark) | snapshot(1)(g)
+            | ops.filter(lambda s: s.metrics.env_steps_trained > 0 and s.state is not None) | ops.take(2)
+            | ops.map(no_probes)  # not the record: its state (tensors) is the driver's
+            | ops.call(g.replay, torch_probe.torch_loaded)
+            | ops.call(g.workers, torch_probe.torch_loaded, route=torch_probe.To(0))
+            | ops.call(g.workers, torch_probe.torch_loaded, route=torch_probe.To(1)))
+    with rxrl.run(plan, "ray") as run:
+        seen = list(run)
+    assert seen and all(record == [False, False, False] for record in seen), seen

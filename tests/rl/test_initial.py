@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from rxrl import warmup
-from rxrl.rl import PolicyConfig, PPOLearner, make_policy
+from rxrl.rl import PolicyConfig, PPOLearner, QNetConfig, make_policy, make_q_network
 from rxrl.rl import policy as policy_module
 from rxrl.rl.models.initial import InitialWeights, LazyClass, weights_of
 from tests.cli.helpers import ROOT, environment
@@ -34,6 +34,17 @@ def test_initial_weights_are_make_policy_s_bit_for_bit_and_pickle_as_the_weights
     sent = pickle.loads(pickle.dumps(lazy))
     assert type(sent) is dict and all(np.array_equal(sent[k], eager[k]) for k in eager)
     assert weights_of(lazy) is lazy.get() and weights_of(eager) is eager
+
+
+def test_initial_weights_of_a_q_network_are_make_q_network_s_bit_for_bit() -> None:
+    """What DQN's torch-free workers start from: the Q-network a `DQNLearner` with that seed builds."""
+    config = QNetConfig(hidden_sizes=(16, 8), dueling=True)
+    lazy = InitialWeights(BOX, TWO, config, seed=3)
+    eager = make_q_network(BOX, TWO, config, 3).get_weights()
+    assert eager.keys() == lazy.get().keys()
+    assert all(np.array_equal(eager[k], lazy.get()[k]) for k in eager)
+    sent = pickle.loads(pickle.dumps(lazy))
+    assert type(sent) is dict and all(np.array_equal(sent[k], eager[k]) for k in eager)
 
 
 def test_deferred_work_builds_the_weights_ahead_so_that_their_use_does_not(

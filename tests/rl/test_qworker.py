@@ -1,7 +1,12 @@
-"""QRolloutWorker: real transitions only, final observations, epsilon-greedy, n-step rows, seeding."""
+"""QRolloutWorker: real transitions only, final observations, epsilon-greedy, n-step rows, seeding;
+acting in numpy, without torch, given weights."""
 
 from __future__ import annotations
 
+import pickle
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,8 +16,11 @@ from gymnasium.vector import AutoresetMode
 from rxrl.rl.config import QNetConfig
 from rxrl.rl.data.transitions import TransitionBatch
 from rxrl.rl.learners.dqn import DQNLearner
+from rxrl.rl.models.qforward import NumpyQNetwork
+from rxrl.rl.models.qnet import QNetwork
 from rxrl.rl.schedules import LinearSchedule
 from rxrl.rl.workers.qworker import QRolloutWorker
+from tests.cli.helpers import ROOT, environment
 from tests.rl.toy_env import TOY_ID, TOY_TRUNCATED_ID
 
 SAME_STEP = {"autoreset_mode": AutoresetMode.SAME_STEP}
@@ -152,3 +160,49 @@ def test_bad_settings_are_refused() -> None:
         toy(fragment_length=0)
     with pytest.raises(ValueError, match="n_step must be an integer >= 1"):
         toy(n_step=0)
+
+
+def test_a_worker_with_numpy_weights_samples_what_the_torch_worker_samples() -> None:
+    """Law: for the same seed, a worker given the initial weights (`NumpyQNetwork`, no torch)
+    returns the same batches, bit for bit, as one that builds its torch Q-network from the
+    seed, and still does after both load new weights."""
+    kw: dict[str, Any] = {"seed": 3, "worker_index": 1, "epsilon": 0.3, "n_step": 2}
+    torch_worker = QRolloutWorker("CartPole-v1", 4, 16, **kw)
+    assert isinstance(torch_worker.q_net, QNetwork)
+    numpy_worker = QRolloutWorker("CartPole-v1", 4, 16, weights=torch_worker.get_weights(), **kw)
+    assert isinstance(numpy_worker.q_net, NumpyQNetwork)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        a, b = torch_worker.sample(), numpy_worker.sample()
+        for name in ("obs", "actions", "rewards", "next_obs", "terminateds", "truncateds", "n_steps"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+        np.testing.assert_array_equal(a.episode_returns, b.episode_returns)
+        new = {k: (v + rng.normal(0, 0.3, v.shape)).astype(np.float32)
+               for k, v in torch_worker.get_weights().items()}
+        torch_worker.set_weights(new)
+        numpy_worker.set_weights(new)
+    mine = numpy_worker.get_weights()
+    assert all(np.array_equal(v, mine[k]) for k, v in torch_worker.get_weights().items())
+
+
+#: run in a fresh process: a worker given numpy weights (pickled by this process) samples and
+#: loads weights; what it imported
+NUMPY_WORKER = """
+import pickle, sys
+from rxrl.rl.workers.qworker import QRolloutWorker
+weights = pickle.loads(open(sys.argv[1], "rb").read())
+worker = QRolloutWorker("CartPole-v1", 2, 8, epsilon=0.5, weights=weights)
+worker.sample()
+worker.set_weights(weights)
+worker.sample()
+print("torch" in sys.modules)
+"""
+
+
+def test_a_worker_of_an_mlp_given_weights_never_imports_torch(tmp_path: Path) -> None:
+    weights = tmp_path / "weights.pkl"
+    weights.write_bytes(pickle.dumps(DQNLearner("CartPole-v1", seed=0).get_weights()))
+    done = subprocess.run([sys.executable, "-c", NUMPY_WORKER, str(weights)], cwd=ROOT, env=environment(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"

@@ -6,18 +6,22 @@
 case for it), the learner a `DQNLearner`. ``rxrl train`` checkpoints all three: the
 learner's state, every shard's buffer (so that ``--resume`` continues with the replay it
 had) and the env steps sampled (the epsilon schedule's clock).
+
+This module imports no torch: the processes of the rollout workers (an MLP Q-network acts
+in numpy) and of the replay shards load it to build their actors, and neither needs torch
+(~180 MB each; docs/benchmarks.md, "Memory (issue 23)"). What needs torch imports it where
+it runs: the learner, the driver's checks, eval and export.
 """
 
 from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar
 
 import attrs
 import gymnasium as gym
 import numpy.typing as npt
-import torch
 
 import rxrl
 from rxrl import ops
@@ -25,7 +29,7 @@ from rxrl.actors import ActorGroup
 from rxrl.algos.common import (
     RolloutSettings,
     Start,
-    for_workers,
+    arrays_of,
     instance_of,
     int_at_least,
     registered_id,
@@ -35,21 +39,23 @@ from rxrl.algos.common import (
 from rxrl.plan import Op
 from rxrl.rl import (
     DQNConfig,
-    DQNLearner,
     EnvSpaces,
     LinearSchedule,
     QRolloutWorker,
     ReplayConfig,
     ReplayShard,
-    make_q_network,
 )
+from rxrl.rl.config import resolve_trunk
 from rxrl.rl.data.transitions import IntArray
-from rxrl.rl.models.greedy import GreedyPolicy, q_network_greedy
-from rxrl.rl.models.qnet import QNetwork
+from rxrl.rl.models.forward import Weights
+from rxrl.rl.models.initial import InitialWeights, LazyClass, weights_of
 from rxrl.rl.workers.qworker import TransitionWorker
 
 if TYPE_CHECKING:  # rxrl.training.checkpoint imports the algorithms: the type only, to avoid a cycle
     from rxrl.algos.spec import Snapshot
+    from rxrl.rl.learners.dqn import DQNLearner  # torch: the types only, here
+    from rxrl.rl.models.greedy import GreedyPolicy
+    from rxrl.rl.models.qnet import QNetwork
 
 #: the `RolloutSettings` fields the Q-learning plans do not read, and where the setting lives
 A = TypeVar("A")
@@ -172,6 +178,8 @@ def check(algorithm: str) -> Callable[[QSettings, Mapping[str, Any] | None], Non
         spaces = env_spaces_of(config, algorithm)
         if state is None:
             return
+        from rxrl.rl.models.qnet import make_q_network  # torch: a resume's check only
+
         own = make_q_network(spaces.observation, spaces.action, config.learner.q_net).state_dict()
         saved = state["policy"]
         if {k: tuple(v.shape) for k, v in own.items()} != {
@@ -206,24 +214,64 @@ def num_shards(config: ReplaySettings) -> int:
 # ------------------------------------------------------------------------ actors of a plan
 
 
+def arrays_for_workers(start: Start | None) -> Start | None:
+    """`Start.for_workers` of ``start``, with its tensors as numpy arrays (an attrs converter):
+    unpickling a tensor in a worker's process would import torch there."""
+    if start is None:
+        return None
+    slim = start.for_workers()
+    return Start(arrays_of(slim.learner_state), slim.reseed)
+
+
+def _mlp_workers(factory: QWorkerFactory) -> bool:
+    s = factory.settings
+    observation = spaces_of(registered_id(s.env), s.env_kwargs).observation
+    return resolve_trunk(s.learner.q_net.trunk, observation, "learner.q_net.trunk") == "mlp"
+
+
+def _initial_weights(factory: QWorkerFactory) -> InitialWeights | None:
+    if not factory.torch_free or factory.start is not None:
+        return None
+    s = factory.settings
+    spaces = spaces_of(registered_id(s.env), s.env_kwargs)
+    return InitialWeights(spaces.observation, spaces.action, s.learner.q_net, s.seed)
+
+
 @attrs.frozen
 class QWorkerFactory:
     """``index -> QRolloutWorker`` with ``epsilon(index)``; picklable, so a Ray actor builds it.
 
-    From a checkpoint (``start``): reseeded as `torch_workers` does, the checkpoint's Q-net
-    weights, and its env step count (the epsilon schedule continues where it was).
+    Workers of an MLP Q-network (``torch_free``) act in numpy and never import torch: they
+    get the initial weights of ``settings.seed`` (`InitialWeights`: what a `DQNLearner` and a
+    torch worker build from the seed, bit for bit; built once, when first needed). Workers of
+    a CNN build a torch Q-network from the seed.
+
+    From a checkpoint (``start``, its tensors as arrays): reseeded as `torch_workers` does,
+    the checkpoint's Q-net weights, and its env step count (the epsilon schedule continues
+    where it was).
     """
 
     settings: QSettings
     epsilon: Callable[[int], float | LinearSchedule]
-    start: Start | None = attrs.field(default=None, converter=for_workers)
+    start: Start | None = attrs.field(default=None, converter=arrays_for_workers)
+    #: whether the workers never import torch (`rxrl.training.setup.ray_init_options` then
+    #: leaves torch out of the Ray worker processes' preloaded modules): an MLP Q-network's
+    torch_free: bool = attrs.field(init=False, default=attrs.Factory(_mlp_workers, takes_self=True))
+    #: a new run's torch-free workers' initial weights (None: from the checkpoint, or torch's)
+    initial: InitialWeights | None = attrs.field(
+        init=False, eq=False, repr=False, default=attrs.Factory(_initial_weights, takes_self=True))
 
     def __call__(self, index: int) -> QRolloutWorker:
         s, start = self.settings, self.start
+        weights: Weights | None = None
+        if self.initial is not None:
+            weights = weights_of(self.initial)
+        elif self.torch_free and start is not None:
+            weights = start.weights()
         worker = QRolloutWorker(registered_id(s.env), s.num_envs_per_worker, s.fragment_length,
                                 seed=worker_seed(s, start), worker_index=index, epsilon=self.epsilon(index),
                                 n_step=s.learner.n_step, gamma=s.learner.gamma, q_net=s.learner.q_net,
-                                env_kwargs=s.env_kwargs, episode_metrics=s.episode_metrics)
+                                env_kwargs=s.env_kwargs, episode_metrics=s.episode_metrics, weights=weights)
         return resumed(worker, start, s.num_workers)
 
 
@@ -258,6 +306,8 @@ class ReplayLearnerFactory(Generic[RL]):
     start: Start | None = None
 
     def __call__(self, index: int) -> RL:
+        import torch  # where the learner is built
+
         s = self.settings
         torch.set_num_threads(s.learner_threads)
         learner = self.cls(registered_id(s.env), s.learner, seed=s.seed, env_kwargs=s.env_kwargs)
@@ -266,12 +316,23 @@ class ReplayLearnerFactory(Generic[RL]):
         return learner
 
 
+def replay_start(start: Start | None) -> Start | None:
+    """What a replay shard reads of ``start``: the replay states, their tensors as numpy
+    arrays (an attrs converter: unpickling a tensor in a shard's process would import torch)."""
+    if start is None:
+        return None
+    replay = start.learner_state.get("replay")
+    return Start({} if replay is None else {"replay": arrays_of(replay)}, start.reseed)
+
+
 @attrs.frozen
 class ShardFactory:
-    """``index -> ReplayShard`` seeded with ``(seed, index)``, restoring ``start``'s buffer."""
+    """``index -> ReplayShard`` seeded with ``(seed, index)``, restoring ``start``'s buffer.
+    A shard never imports torch (``torch_free``, as `QWorkerFactory`'s)."""
 
     settings: ReplaySettings
-    start: Start | None = None
+    start: Start | None = attrs.field(default=None, converter=replay_start)
+    torch_free: bool = attrs.field(default=True, init=False)
 
     def __call__(self, index: int) -> ReplayShard:
         shard = ReplayShard(self.settings.learner.replay, seed=self.settings.seed, shard_index=index)
@@ -304,11 +365,13 @@ class Pickled(Generic[A]):
     """
 
     blob: bytes
+    #: the factory's ``torch_free`` (`rxrl.training.setup.ray_init_options` reads it)
+    torch_free: bool = False
 
     @staticmethod
     def of(factory: Callable[[int], A]) -> Pickled[A]:
         """``factory``, pickled once."""
-        return Pickled(pickle.dumps(factory))
+        return Pickled(pickle.dumps(factory), bool(getattr(factory, "torch_free", False)))
 
     def __call__(self, index: int) -> A:
         factory: Callable[[int], A] = pickle.loads(self.blob)
@@ -316,7 +379,9 @@ class Pickled(Generic[A]):
 
 
 #: the actors of the DQN and Ape-X plans
-DQNGroups = QGroups[QRolloutWorker, DQNLearner]
+DQNGroups: TypeAlias = "QGroups[QRolloutWorker, DQNLearner]"
+#: the learner's class, imported where the learner is built (torch)
+DQN_LEARNER: LazyClass[DQNLearner] = LazyClass("rxrl.rl.learners.dqn", "DQNLearner")
 
 
 class Stateful(Protocol):
@@ -332,7 +397,7 @@ def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSche
     """``num_workers`` workers (``epsilon(i)`` each), a `DQNLearner` and ``shards`` replay shards."""
     workers = rxrl.indexed_actors(Pickled.of(QWorkerFactory(config, epsilon, start)), config.num_workers,
                                   name="QRolloutWorker")
-    learner = rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQNLearner, config, start)), 1,
+    learner = rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQN_LEARNER, config, start)), 1,
                                   name="DQNLearner")
     replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), shards, name="ReplayShard")
     return QGroups(workers, learner, replay, start, config.learner_queue)
@@ -340,11 +405,34 @@ def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSche
 # ------------------------------------------------------------------ rxrl train's checkpoints
 
 
+@attrs.frozen(eq=False)
+class PackedState:
+    """A learner's state on its way to the driver past the replay shards, as its pickle: a
+    shard adds its buffer to the record without unpickling the learner's tensors (which would
+    load torch in the shard's process); the driver unpacks it (`EnvSteps`)."""
+
+    blob: bytes
+
+    @staticmethod
+    def of(state: Mapping[str, Any]) -> PackedState:
+        """``state``, pickled."""
+        return PackedState(pickle.dumps(dict(state), protocol=pickle.HIGHEST_PROTOCOL))
+
+    def unpack(self) -> dict[str, Any]:
+        """The state (loads torch, if it holds tensors)."""
+        state: dict[str, Any] = pickle.loads(self.blob)
+        return state
+
+
+#: the key of the learner's `PackedState` in a record's state until the driver unpacks it
+PACKED = "packed_learner"
+
+
 def learner_state_if_due(learner: Stateful, snapshot: Snapshot) -> Snapshot:
-    """On the learner: its state, with an empty list of replay shards, on a due record."""
+    """On the learner: its state (packed), with an empty list of replay shards, on a due record."""
     if not snapshot.due:
         return snapshot
-    return attrs.evolve(snapshot, state={**learner.state_dict(), "replay": []})
+    return attrs.evolve(snapshot, state={PACKED: PackedState.of(learner.state_dict()), "replay": []})
 
 
 def shard_state_if_due(shard: ReplayShard, snapshot: Snapshot) -> Snapshot:
@@ -367,15 +455,19 @@ class Fixed:
 
 @attrs.frozen
 class EnvSteps:
-    """Driver side: the env steps sampled since the first run, added to a due record's state."""
+    """Driver side: a due record's state as a checkpoint holds it: the learner's state
+    unpacked, the replay shards', and the env steps sampled since the first run."""
 
     base: int
 
     def __call__(self, snapshot: Snapshot) -> Snapshot:
         if snapshot.state is None:
             return snapshot
+        state = dict(snapshot.state)
+        packed = state.pop(PACKED, None)
+        learner = packed.unpack() if isinstance(packed, PackedState) else {}
         steps = self.base + snapshot.metrics.env_steps_sampled
-        return attrs.evolve(snapshot, state={**snapshot.state, "env_steps_sampled": steps})
+        return attrs.evolve(snapshot, state={**learner, **state, "env_steps_sampled": steps})
 
 
 def snapshot(in_flight: int) -> Callable[[QGroups[Any, Any]], Op[Any, Any]]:
@@ -409,6 +501,8 @@ def snapshot(in_flight: int) -> Callable[[QGroups[Any, Any]], Op[Any, Any]]:
 
 def load_q_network(config: QSettings, state: Mapping[str, Any]) -> QNetwork:
     """The Q-network of a checkpoint's learner state; ValueError (one line) if it does not fit."""
+    from rxrl.rl.models.qnet import make_q_network
+
     spaces = env_spaces_of(config, "eval")
     q_net = make_q_network(spaces.observation, spaces.action, config.learner.q_net, config.seed)
     try:
@@ -431,6 +525,8 @@ def greedy(config: QSettings, state: Mapping[str, Any]) -> Callable[..., Any]:
 
 def greedy_module(config: QSettings, state: Mapping[str, Any]) -> GreedyPolicy:
     """``rxrl export``'s policy of a checkpoint: its Q-network's argmax, as one torch module."""
+    from rxrl.rl.models.greedy import q_network_greedy
+
     spaces = env_spaces_of(config, "export")
     return q_network_greedy(load_q_network(config, state), spaces.observation, spaces.action)
 
@@ -438,9 +534,10 @@ def greedy_module(config: QSettings, state: Mapping[str, Any]) -> GreedyPolicy:
 __all__ = [
     "Q_STATE",
     "refuse_unused",
-    "DQNGroups", "EnvSteps", "Fixed", "Pickled", "QGroups", "QSettings",
+    "DQN_LEARNER", "PACKED", "DQNGroups", "EnvSteps", "Fixed", "PackedState", "Pickled", "QGroups",
+    "QSettings",
     "QWorkerFactory", "ReplayLearnerFactory", "ReplaySettings", "ShardFactory", "Stateful", "check",
-    "check_replay", "resumed",
+    "arrays_for_workers", "check_replay", "replay_start", "resumed",
     "env_spaces_of", "greedy", "greedy_module", "learner_state_if_due", "load_q_network", "make_q_groups",
     "num_shards",
     "shard_state_if_due", "snapshot",

@@ -24,9 +24,9 @@ from rxrl.rl import (
     ReplayShard,
     TrainMetrics,
     TransitionBatch,
-    Weights,
 )
 from rxrl.rl.data.transitions import IntArray
+from rxrl.rl.models.forward import Weights  # not rxrl.rl's: its module imports torch
 from rxrl.rl.workers.qworker import TransitionWorker
 
 FloatArray = npt.NDArray[np.float32]

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 import gymnasium as gym
 
 from rxrl import warmup
-from rxrl.rl.config import PolicyConfig
+from rxrl.rl.config import PolicyConfig, QNetConfig
 from rxrl.rl.models.forward import Weights
 
 T = TypeVar("T")
@@ -24,13 +24,14 @@ T = TypeVar("T")
 class InitialWeights:
     """The initial weights that `rxrl.rl.models.policy.make_policy` gives these spaces, policy config
     and seed (bit for bit what a torch worker builds from the seed itself), built once, on
-    the first `get` or in the background (registered with `rxrl.warmup.defer`).
+    the first `get` or in the background (registered with `rxrl.warmup.defer`). For a
+    `QNetConfig`, those of `rxrl.rl.models.qnet.make_q_network` (a DQN learner's and workers').
 
     Pickles as the weights themselves (a plain dict of arrays), so that a process it is sent
     to gets the weights, not the recipe.
     """
 
-    def __init__(self, observation: gym.Space[Any], action: gym.Space[Any], policy: PolicyConfig,
+    def __init__(self, observation: gym.Space[Any], action: gym.Space[Any], policy: PolicyConfig | QNetConfig,
                  seed: int) -> None:
         self.observation, self.action, self.policy, self.seed = observation, action, policy, seed
         self._lock = threading.Lock()
@@ -41,11 +42,17 @@ class InitialWeights:
         """The weights (built now if they are not yet)."""
         with self._lock:
             if self._weights is None:
-                from rxrl.rl.models.policy import make_policy  # torch: only here
-
-                policy = make_policy(self.observation, self.action, self.policy, self.seed)
-                self._weights = policy.get_weights()
+                self._weights = self._build()
             return self._weights
+
+    def _build(self) -> Weights:
+        if isinstance(self.policy, QNetConfig):
+            from rxrl.rl.models.qnet import make_q_network  # torch: only here
+
+            return make_q_network(self.observation, self.action, self.policy, self.seed).get_weights()
+        from rxrl.rl.models.policy import make_policy
+
+        return make_policy(self.observation, self.action, self.policy, self.seed).get_weights()
 
     def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[Weights]]:
         return dict, (self.get(),)

@@ -1,7 +1,8 @@
 """Q-networks (plain or dueling): torch for the loss, a numpy mirror of an MLP for epsilon-greedy rollouts.
 
 As in `rxrl.rl.models.policy`: a rollout step evaluates a handful of rows, where each torch op
-costs ~5 us of dispatch and a numpy op ~1 us, so `q_values` runs the MLP in numpy on
+costs ~5 us of dispatch and a numpy op ~1 us, so `q_values` runs the MLP in numpy
+(`rxrl.rl.models.qforward.QForward`, which a torch-free worker's `NumpyQNetwork` runs too) on
 *views* of the torch parameters (shared memory; every update — optimizer steps,
 `set_weights`, `load_state_dict` — is in place, so both paths always agree). A CNN trunk
 (`QNetConfig.trunk`, `rxrl.rl.models.cnn`) runs in torch on both paths (no autograd when
@@ -27,14 +28,12 @@ from torch import nn
 
 from rxrl.rl.config import QNetConfig, resolve_trunk
 from rxrl.rl.models.cnn import make_cnn
+from rxrl.rl.models.forward import check_weights
 from rxrl.rl.models.policy import Weights, one_thread
+from rxrl.rl.models.qforward import QForward, check_q_spaces, greedy_actions
 
 FloatArray = npt.NDArray[np.float32]
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
-_NP_ACTIVATIONS: dict[str, Callable[[FloatArray], FloatArray]] = {
-    "tanh": np.tanh,
-    "relu": lambda x: np.maximum(x, np.float32(0.0)),
-}
 
 
 def _linear(n_in: int, n_out: int, generator: torch.Generator) -> nn.Linear:
@@ -84,7 +83,8 @@ class QNetwork(nn.Module):
             self.trunk = nn.Sequential(*layers)
         self.head = _linear(in_dim, num_actions, init)  # Q, or the advantages A when dueling
         self.value_head = _linear(in_dim, 1, init) if config.dueling else None
-        self._np: list[tuple[FloatArray, FloatArray]] | None = None
+        self._observation_space = observation_space
+        self._np: QForward | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # The numpy views must alias *this* object's parameters: rebuild them after a copy.
@@ -117,25 +117,14 @@ class QNetwork(nn.Module):
                 device = self.head.weight.device
                 q_cnn: FloatArray = self(torch.as_tensor(np.asarray(obs), device=device)).cpu().numpy()
             return q_cnn
-        if self._one_hot is not None:
-            x = np.eye(self._one_hot, dtype=np.float32)[np.asarray(obs, dtype=np.intp) - self._obs_start]
-        else:
-            x = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
-        layers = self._numpy_layers()
-        activation = _NP_ACTIVATIONS[self.config.activation]
-        for weight_t, bias in layers[: len(self.config.hidden_sizes)]:
-            x = activation(x @ weight_t + bias)
-        weight_t, bias = layers[len(self.config.hidden_sizes)]
-        q = x @ weight_t + bias
-        if self.value_head is not None:
-            v_weight_t, v_bias = layers[-1]
-            q = (x @ v_weight_t + v_bias) + q - q.mean(axis=1, keepdims=True)
-        return q
+        if self._np is None:  # views: every update of the parameters is in place
+            views = {k: t.detach().numpy() for k, t in self.state_dict().items()}
+            self._np = QForward(views, self.config, self._observation_space)
+        return self._np.q_values(obs)
 
     def greedy(self, obs: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
         """The argmax action of each observation (numpy)."""
-        actions: npt.NDArray[np.int64] = self.q_values(obs).argmax(axis=1).astype(np.int64, copy=False)
-        return actions
+        return greedy_actions(self.q_values(obs))
 
     def get_weights(self) -> Weights:
         """A copy of every parameter as numpy arrays."""
@@ -144,28 +133,10 @@ class QNetwork(nn.Module):
     def set_weights(self, weights: Mapping[str, npt.NDArray[np.generic]]) -> None:
         """Copy `weights` (as from `get_weights`) in place; ValueError naming bad entries."""
         own = self.state_dict()
-        missing, extra = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
-        if missing or extra:
-            raise ValueError(f"set_weights: missing entries {missing}, unexpected {extra}")
-        wrong = {
-            k: (tuple(own[k].shape), np.shape(w))
-            for k, w in weights.items()
-            if tuple(own[k].shape) != np.shape(w)
-        }
-        if wrong:
-            raise ValueError(f"set_weights: shape mismatch (expected, got): {wrong}")
+        check_weights({k: tuple(t.shape) for k, t in own.items()}, weights)
         with torch.no_grad():
             for k, w in weights.items():
                 own[k].copy_(torch.as_tensor(np.asarray(w)))
-
-    def _numpy_layers(self) -> list[tuple[FloatArray, FloatArray]]:
-        if self._np is None:
-            assert isinstance(self.trunk, nn.Sequential)  # an MLP's
-            linears = [m for m in self.trunk if isinstance(m, nn.Linear)] + [self.head]
-            if self.value_head is not None:
-                linears.append(self.value_head)
-            self._np = [(m.weight.detach().numpy().T, m.bias.detach().numpy()) for m in linears]
-        return self._np
 
 
 def make_q_network(
@@ -177,14 +148,8 @@ def make_q_network(
     """The Q-network for these spaces. Raises ValueError unless the action space is
     `Discrete` and the observation space `Box` or `Discrete` (DQN needs one Q per action),
     or when ``config.trunk`` does not fit the observations (`rxrl.rl.config.resolve_trunk`)."""
-    if not isinstance(action_space, gym.spaces.Discrete):
-        raise ValueError(f"DQN needs a Discrete action space (one Q-value per action), got {action_space!r}")
-    if not isinstance(observation_space, gym.spaces.Box | gym.spaces.Discrete):
-        raise ValueError(
-            f"make_q_network: unsupported observation space {observation_space!r}; "
-            "supported: Box (flattened) and Discrete (one-hot)"
-        )
-    return QNetwork(observation_space, int(action_space.n), config or QNetConfig(), seed)
+    num_actions = check_q_spaces(observation_space, action_space)
+    return QNetwork(observation_space, num_actions, config or QNetConfig(), seed)
 
 
 __all__ = ["QNetwork", "make_q_network"]

@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from rxrl.rl.config import ReplayConfig
 from rxrl.rl.data.transitions import TRANSITION_COLUMNS, IntArray, TransitionBatch
@@ -61,12 +60,13 @@ class ReplayBuffer:
     of >= 3 dims. Decided at the first `add` (`frame_store` is then the store, or None);
     the rows, ids, samples and `len` are the same either way, only the memory differs.
 
-    `state_dict()` saves the stored rows of every column (as CPU tensors, so that a
-    `torch.load(..., weights_only=True)` checkpoint reads them) — with frames, the live
-    frames once each and every row's references (`"frames"`) instead of `obs` / `next_obs`
-    — the count of transitions added and the sampling generator's state; `load_state_dict`
-    restores an identical buffer: the same rows under the same ids and the same next
-    samples, from a state of either kind.
+    `state_dict()` saves the stored rows of every column (numpy arrays: a replay shard's
+    process has no torch; a checkpoint file stores them as CPU tensors,
+    `rxrl.training.checkpoint.save_checkpoint`) — with frames, the live frames once each and
+    every row's references (`"frames"`) instead of `obs` / `next_obs` — the count of
+    transitions added and the sampling generator's state; `load_state_dict` restores an
+    identical buffer: the same rows under the same ids and the same next samples, from a
+    state of either kind, its arrays as arrays or as CPU tensors.
     """
 
     def __init__(self, capacity: int, seed: Seed = 0, frames: FrameMode = "auto") -> None:
@@ -118,7 +118,7 @@ class ReplayBuffer:
         state = {
             "capacity": self.capacity,
             "num_added": self.num_added,
-            "columns": {n: _to_tensor(c[order]) for n, c in self._columns.items()},
+            "columns": {n: c[order] for n, c in self._columns.items()},
             "rng": self.rng.bit_generator.state,
             "size": size,
         }
@@ -305,7 +305,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         state = super().state_dict()
         order = self._slots_oldest_first()
         state.update(
-            priorities=torch.from_numpy(self.tree[order].copy()),
+            priorities=self.tree[order].copy(),
             max_priority=self.max_priority,
             num_sampled=self.num_sampled,
         )
@@ -315,7 +315,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """Restore a `state_dict()` of a prioritized buffer with the same capacity."""
         super().load_state_dict(state)
         self.tree = SumTree(self.capacity)
-        self.tree.update(self._slots_oldest_first(), state["priorities"].numpy())
+        self.tree.update(self._slots_oldest_first(), np.asarray(state["priorities"]))
         self.max_priority = float(state["max_priority"])
         self.num_sampled = int(state["num_sampled"])
 
@@ -343,10 +343,10 @@ def make_replay_buffer(config: ReplayConfig, seed: Seed = 0) -> ReplayBuffer | P
 
 def _stored_batches(state: Mapping[str, Any], size: int) -> Iterator[TransitionBatch]:
     """The `size` rows of a `state_dict()` (either kind), oldest first, in chunks of bounded bytes."""
-    columns = {n: t.numpy() for n, t in state["columns"].items()}
+    columns: dict[str, Any] = {n: np.asarray(t) for n, t in state["columns"].items()}  # arrays, or tensors
     frames = state.get("frames")
     if frames is not None:
-        row_bytes = 2 * frames["obs"].shape[1] * frames["frames"][0].numpy().nbytes
+        row_bytes = 2 * frames["obs"].shape[1] * np.asarray(frames["frames"][0]).nbytes
     else:
         row_bytes = sum(c[0].nbytes for c in columns.values()) if size else 1
     step = max(1, _LOAD_CHUNK_BYTES // max(row_bytes, 1))
@@ -356,10 +356,6 @@ def _stored_batches(state: Mapping[str, Any], size: int) -> Iterator[TransitionB
         if frames is not None:
             chunk["obs"], chunk["next_obs"] = expand_frames(frames, rows)
         yield TransitionBatch(**chunk)
-
-
-def _to_tensor(values: npt.NDArray[Any]) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(values))
 
 
 __all__ = ["PrioritizedReplayBuffer", "ReplayBuffer", "Seed", "make_replay_buffer"]

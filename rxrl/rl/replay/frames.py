@@ -52,11 +52,11 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 #: `ReplayBuffer(frames=...)` / `ReplayConfig.frames`: "dedup" stores observation stacks as
 #: frame references, "plain" whole, "auto" dedups uint8 observations of >= 3 dims.
@@ -368,7 +368,7 @@ class FrameStore:
         frames = self.pool.read(np.concatenate([refs[:, :c].reshape(-1), refs[:, c:].reshape(-1)]))
         return frames[: b * c].reshape(b, *self.obs_shape), frames[b * c :].reshape(b, *self.obs_shape)
 
-    def state_dict(self, order: npt.NDArray[np.intp]) -> dict[str, torch.Tensor]:
+    def state_dict(self, order: npt.NDArray[np.intp]) -> dict[str, npt.NDArray[Any]]:
         """The frames the slots in `order` refer to, once each (`"frames"`), and per slot
         the positions of its obs and next_obs frames among them (`"obs"`, `"next_obs"`)."""
         refs = self.refs[order]
@@ -376,9 +376,9 @@ class FrameStore:
         positions = inverse.reshape(refs.shape).astype(np.int64)
         c = self.stack
         return {
-            "frames": torch.from_numpy(self.pool.read(live)),
-            "obs": torch.from_numpy(np.ascontiguousarray(positions[:, :c])),
-            "next_obs": torch.from_numpy(np.ascontiguousarray(positions[:, c:])),
+            "frames": self.pool.read(live),
+            "obs": np.ascontiguousarray(positions[:, :c]),
+            "next_obs": np.ascontiguousarray(positions[:, c:]),
         }
 
 
@@ -417,11 +417,12 @@ def stack_roots(obs: npt.NDArray[np.uint64], next_obs: npt.NDArray[np.uint64], s
 
 
 def expand_frames(
-    state: dict[str, torch.Tensor], rows: slice
+    state: Mapping[str, Any], rows: slice
 ) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
-    """Rows `rows` of the whole `(obs, next_obs)` stacks a `FrameStore.state_dict` encodes."""
-    frames = state["frames"].numpy()
-    return frames[state["obs"][rows].numpy()], frames[state["next_obs"][rows].numpy()]
+    """Rows `rows` of the whole `(obs, next_obs)` stacks a `FrameStore.state_dict` encodes
+    (its arrays, or the CPU tensors a checkpoint file holds them as)."""
+    frames = np.asarray(state["frames"])
+    return frames[np.asarray(state["obs"][rows])], frames[np.asarray(state["next_obs"][rows])]
 
 
 def _link(

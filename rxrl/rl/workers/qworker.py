@@ -1,27 +1,61 @@
 """Transition workers: step a gymnasium vector env and return (n-step) transitions for replay;
-`QRolloutWorker` acts epsilon-greedily on a Q-network."""
+`QRolloutWorker` acts epsilon-greedily on a Q-network (in numpy, without torch, given weights).
+
+This module imports no torch: a worker that needs it (a CNN Q-network, SAC's actor) imports it.
+"""
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
-import torch
 from gymnasium.vector import AutoresetMode
 
 from rxrl.envs.vector import EnvSpaces, autoreset_mode, make_vector_env, reported_episodes
-from rxrl.rl.config import QNetConfig
+from rxrl.rl.config import QNetConfig, resolve_trunk
 from rxrl.rl.data.episode_metrics import EpisodeMetricsRecorder
 from rxrl.rl.data.transitions import TransitionBatch
-from rxrl.rl.models.policy import Weights
-from rxrl.rl.models.qnet import QNetwork, make_q_network
+from rxrl.rl.models.forward import Weights
+from rxrl.rl.models.qforward import NumpyQNetwork, check_q_spaces
 from rxrl.rl.replay.nstep import NStepFolder, StepArrays
 from rxrl.rl.schedules import LinearSchedule
+
+
+class ActingQNetwork(Protocol):
+    """What a `QRolloutWorker` acts with: a `NumpyQNetwork` (no torch), or for a CNN trunk (or
+    without weights to start from) a torch `rxrl.rl.models.qnet.QNetwork`."""
+
+    @property
+    def num_actions(self) -> int:
+        """Actions of the (Discrete) action space."""
+        ...
+
+    def greedy(self, obs: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        """The argmax action of each observation."""
+        ...
+
+    def get_weights(self) -> Weights:
+        """A copy of the weights."""
+        ...
+
+    def set_weights(self, weights: Mapping[str, npt.NDArray[np.generic]]) -> None:
+        """Load weights in place."""
+        ...
+
+
+def use_torch_threads(threads: int | None) -> None:
+    """``torch.set_num_threads(threads)``, if this process has loaded torch (None: leave it).
+    A worker acting in numpy leaves torch unloaded rather than load it for this."""
+    if threads is not None and "torch" in sys.modules:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 class TransitionWorker(ABC):
@@ -44,7 +78,8 @@ class TransitionWorker(ABC):
     stepped during this call, emitted or not.
 
     Seeding: the env reset seed and the generator `rng` (exploration) come from
-    `(seed, worker_index)`. `torch_threads` (default 1) is applied process-wide; None leaves
+    `(seed, worker_index)`. `torch_threads` (default 1) is applied process-wide if the
+    process has torch (a subclass that imports torch later applies it then); None leaves
     it. Episode statistics are those of episodes that ended during the call (an env that
     reports whole games, as Atari does: its games with their raw scores,
     `rxrl.envs.vector.reported_episodes`); `env_steps` (the attribute) counts every transition
@@ -74,8 +109,8 @@ class TransitionWorker(ABC):
             raise ValueError(f"{type(self).__name__}: fragment_length must be >= 1, got {fragment_length}")
         self.episode_metrics = None if episode_metrics is None else EpisodeMetricsRecorder(episode_metrics)
         self.folder = NStepFolder(n_step, gamma)
-        if torch_threads is not None:
-            torch.set_num_threads(torch_threads)
+        self.torch_threads = torch_threads
+        use_torch_threads(torch_threads)
         self.env_id, self.num_envs, self.fragment_length = env, num_envs, fragment_length
         self.seed, self.worker_index = seed, worker_index
         self.env = make_vector_env(env, num_envs, vectorization_mode, env_kwargs, vector_kwargs)
@@ -162,7 +197,14 @@ class QRolloutWorker(TransitionWorker):
     random action. `epsilon` is a float (fixed, as Ape-X gives each worker:
     `rxrl.rl.schedules.apex_epsilon`) or a `LinearSchedule` evaluated at this worker's env
     steps so far (`epsilon_schedule` builds DQN's linear decay over a fraction of a run).
-    Initial weights come from `seed` alone (equal to a `DQNLearner`'s with that seed).
+    Initial weights come from `seed` alone (equal to a `DQNLearner`'s with that seed), or are
+    ``weights`` (a learner's `get_weights`; `rxrl.algos.qlearning.common.QWorkerFactory` gives
+    its workers the learner's initial ones, built once: `rxrl.rl.models.initial.InitialWeights`).
+
+    Given ``weights``, an MLP Q-network acts through `NumpyQNetwork` and the worker never
+    imports torch: the same actions, bit for bit, as the torch `QNetwork` with those weights.
+    A CNN Q-network (`QNetConfig.trunk`), or an MLP without ``weights`` (its initial weights
+    are drawn by torch's generator), is a torch `QNetwork`.
     ``episode_metrics``: as `TransitionWorker`'s.
     """
 
@@ -182,14 +224,30 @@ class QRolloutWorker(TransitionWorker):
         vector_kwargs: Mapping[str, Any] | None = None,
         torch_threads: int | None = 1,
         episode_metrics: str | None = None,
+        weights: Mapping[str, npt.NDArray[Any]] | None = None,
     ) -> None:
         _check_epsilon(epsilon)
         super().__init__(env, num_envs, fragment_length, seed, worker_index, n_step, gamma,
                          env_kwargs, vectorization_mode, vector_kwargs, torch_threads, episode_metrics)
         self.epsilon = epsilon
-        self.q_net: QNetwork = make_q_network(self.spaces.observation, self.spaces.action, q_net, seed)
-        assert isinstance(self.spaces.action, gym.spaces.Discrete)  # make_q_network checked it
+        self.q_net: ActingQNetwork = self._q_network(q_net or QNetConfig(), seed, weights)
+        assert isinstance(self.spaces.action, gym.spaces.Discrete)  # check_q_spaces checked it
         self._action_offset = int(self.spaces.action.start)
+
+    def _q_network(self, config: QNetConfig, seed: int,
+                   weights: Mapping[str, npt.NDArray[Any]] | None) -> ActingQNetwork:
+        """`NumpyQNetwork` of ``weights`` for an MLP, else a torch `QNetwork` (see the class)."""
+        observation, action = self.spaces.observation, self.spaces.action
+        check_q_spaces(observation, action)
+        if weights is not None and resolve_trunk(config.trunk, observation, "q_net.trunk") == "mlp":
+            return NumpyQNetwork(observation, action, config, weights)
+        from rxrl.rl.models.qnet import make_q_network  # torch: only for a network that needs it
+
+        use_torch_threads(self.torch_threads)  # torch is loaded now
+        q_net = make_q_network(observation, action, config, seed)
+        if weights is not None:
+            q_net.set_weights(weights)
+        return q_net
 
     def sample(self) -> TransitionBatch:
         """Step the envs `fragment_length` times, epsilon-greedily; the transitions."""
@@ -257,4 +315,4 @@ class _Steps:
         return np.concatenate(self._lengths or [np.zeros(0, np.int64)])
 
 
-__all__ = ["QRolloutWorker", "TransitionWorker"]
+__all__ = ["ActingQNetwork", "QRolloutWorker", "TransitionWorker", "use_torch_threads"]

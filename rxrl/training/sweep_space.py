@@ -128,10 +128,15 @@ def _split_args(inner: str) -> list[str]:
     """The top-level comma-separated parts of ``inner`` (brackets and quotes kept whole)."""
     if not inner.strip():
         return []
-    parts, depth, quote, start = [], 0, "", 0
+    parts, depth, quote, escaped, start = [], 0, "", False, 0
     for i, ch in enumerate(inner):
-        if quote:
-            quote = "" if ch == quote and inner[i - 1] != "\\" else quote
+        if quote:  # a backslash escapes the next character, so "\\" ends at its second quote
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
         elif ch in "\"'":
             quote = ch
         elif ch in "([{":

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from rxrl.algos.configs import parse_assignment, to_dict, with_settings
@@ -82,6 +82,7 @@ def dists(draw: st.DrawFn) -> Dist:
 
 
 @given(dists())
+@example(Dist("choice", ("\\", 0)))  # a quoted string ending in an escaped backslash
 def test_a_distribution_reads_back_from_its_text(dist: Dist) -> None:
     assert parse_dist(dist.text) == dist
     low, *_ = dist.args

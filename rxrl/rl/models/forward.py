@@ -33,10 +33,27 @@ Weights = dict[str, npt.NDArray[np.float32]]
 FloatArray = npt.NDArray[np.float32]
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-_ACTIVATIONS: dict[str, Callable[[FloatArray], FloatArray]] = {
+#: the MLPs' activations in numpy, by `PolicyConfig.activation` / `QNetConfig.activation`
+NP_ACTIVATIONS: dict[str, Callable[[FloatArray], FloatArray]] = {
     "tanh": np.tanh,
     "relu": lambda x: np.maximum(x, np.float32(0.0)),
 }
+
+
+def one_hot_of(space: gym.Space[Any]) -> tuple[int | None, int]:
+    """``(n, start)`` of a Discrete observation space, whose observations an MLP sees one-hot;
+    ``(None, 0)`` for any other (flattened)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n), int(space.start)
+    return None, 0
+
+
+def features(obs: npt.NDArray[Any], one_hot: int | None, start: int) -> FloatArray:
+    """Observations as an MLP's float input ``[B, in_dim]``: one-hot rows (``one_hot`` values
+    from ``start``: `one_hot_of`), or each observation flattened."""
+    if one_hot is not None:
+        return np.eye(one_hot, dtype=np.float32)[np.asarray(obs, dtype=np.intp) - start]
+    return np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
 #: the network's parts, as the torch module names them
 PARTS = ("pi_trunk", "vf_trunk", "pi_head", "vf_head")
 
@@ -140,12 +157,8 @@ class Forward:
                  observation_space: gym.Space[Any], action_space: gym.Space[Any],
                  normalizer: ObsNormalizer | None) -> None:
         self.config, self.normalizer = config, normalizer
-        self.activation = _ACTIVATIONS[config.activation]
-        if isinstance(observation_space, gym.spaces.Discrete):
-            self.one_hot: int | None = int(observation_space.n)
-            self.obs_start = int(observation_space.start)
-        else:
-            self.one_hot, self.obs_start = None, 0
+        self.activation = NP_ACTIVATIONS[config.activation]
+        self.one_hot, self.obs_start = one_hot_of(observation_space)
         self.categorical = isinstance(action_space, gym.spaces.Discrete)
         self.log_std: FloatArray | None = None if self.categorical else params["log_std"]
         self.layers: dict[str, list[_Linear]] = {}
@@ -229,12 +242,10 @@ class Forward:
 
     def encode(self, obs: npt.NDArray[Any]) -> FloatArray:
         """Observations as float features `[B, in_dim]` (one-hot, or flattened and normalized)."""
-        if self.one_hot is not None:
-            return np.eye(self.one_hot, dtype=np.float32)[np.asarray(obs, dtype=np.intp) - self.obs_start]
-        flat = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
-        if self.normalizer is not None and self.config.normalize_obs:
-            return self.normalizer.obs_np(flat)
-        return flat
+        x = features(obs, self.one_hot, self.obs_start)
+        if self.one_hot is None and self.normalizer is not None and self.config.normalize_obs:
+            return self.normalizer.obs_np(x)
+        return x
 
     def mlp(self, part: str, x: FloatArray) -> FloatArray:
         """Run one part (a trunk: linear + activation per layer; a head: one linear)."""
@@ -358,6 +369,6 @@ def _acting_policy(observation_space: gym.Space[Any], action_space: gym.Space[An
     return acting_policy(observation_space, action_space, config, weights)
 
 
-__all__ = ["LOG_SQRT_2PI", "PARTS", "FloatArray", "Forward", "NumpyActorCritic", "ObsNormalizer",
-           "RolloutPath", "Weights", "categorical_sample", "check_normalizable", "check_spaces",
-           "check_weights", "gaussian_sample"]
+__all__ = ["LOG_SQRT_2PI", "NP_ACTIVATIONS", "PARTS", "FloatArray", "Forward", "NumpyActorCritic",
+           "ObsNormalizer", "RolloutPath", "Weights", "categorical_sample", "check_normalizable",
+           "check_spaces", "check_weights", "features", "gaussian_sample", "one_hot_of"]

@@ -14,7 +14,7 @@ Both compute the same float32 operations on the same values, so they act alike b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -22,12 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rxrl.rl.config import QNetConfig, resolve_trunk
-from rxrl.rl.models.forward import FloatArray, Weights, check_weights
-
-_ACTIVATIONS: dict[str, Callable[[FloatArray], FloatArray]] = {
-    "tanh": np.tanh,
-    "relu": lambda x: np.maximum(x, np.float32(0.0)),
-}
+from rxrl.rl.models.forward import NP_ACTIVATIONS, FloatArray, Weights, check_weights, features, one_hot_of
 
 
 def check_q_spaces(observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> int:
@@ -53,12 +48,8 @@ class QForward:
 
     def __init__(self, params: Mapping[str, npt.NDArray[Any]], config: QNetConfig,
                  observation_space: gym.Space[Any]) -> None:
-        self.activation = _ACTIVATIONS[config.activation]
-        if isinstance(observation_space, gym.spaces.Discrete):
-            self.one_hot: int | None = int(observation_space.n)
-            self.obs_start = int(observation_space.start)
-        else:
-            self.one_hot, self.obs_start = None, 0
+        self.activation = NP_ACTIVATIONS[config.activation]
+        self.one_hot, self.obs_start = one_hot_of(observation_space)
         trunk = sorted({int(k.split(".")[1]) for k in params if k.startswith("trunk.")})
         names = [f"trunk.{i}" for i in trunk] + ["head"]
         self.dueling = "value_head.weight" in params
@@ -83,9 +74,7 @@ class QForward:
 
     def encode(self, obs: npt.NDArray[Any]) -> FloatArray:
         """Observations as float features `[B, in_dim]` (one-hot, or flattened)."""
-        if self.one_hot is not None:
-            return np.eye(self.one_hot, dtype=np.float32)[np.asarray(obs, dtype=np.intp) - self.obs_start]
-        return np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
+        return features(obs, self.one_hot, self.obs_start)
 
 
 def mlp_shapes(config: QNetConfig, observation_space: gym.Space[Any], num_actions: int

@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -70,23 +69,7 @@ def run_system(system: str, seed: int, budget: int, workdir: Path, timeout_s: fl
     out = workdir / f"{system}-{seed}-{time.time_ns()}.json"
     argv = [python, str(BENCH / script), "--budget-steps", str(budget), "--seed", str(seed),
             "--out", str(out), *extra, *(x for kv in settings for x in ("--set", kv))]
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BENCH), env.get("PYTHONPATH")) if p)
-    load = os.getloadavg()[0]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env,
-                              cwd=BENCH.parent, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        print(f"  {system} seed {seed}: timed out", flush=True)
-        return None
-    line = next((x for x in reversed(done.stdout.splitlines()) if " steps in " in x), "")
-    print(f"  [{time.strftime('%H:%M:%S')}] {system}: {line or done.stderr[-800:]} (load {load:.1f})",
-          flush=True)
-    if done.returncode != 0 or not out.exists():
-        return None
-    record = s.RunRecord.from_json(json.loads(out.read_text()))
-    record.notes.append(f"1-min load average {load:.1f} before")
-    return record
+    return s.run_runner(argv, system, out, timeout_s)
 
 
 def frames_per_s(r: s.RunRecord, frame_skip: int) -> tuple[float, float]:

@@ -24,7 +24,6 @@ import collections
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,24 +52,7 @@ def run_system(system: str, seed: int, budget: int, workdir: Path, timeout_s: fl
     out = workdir / f"{system}-{seed}-{time.time_ns()}.json"
     argv = [sys.executable, str(BENCH / script), "--budget-steps", str(budget), "--seed", str(seed),
             "--out", str(out), *extra]
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BENCH), env.get("PYTHONPATH")) if p)
-    load = os.getloadavg()[0]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env,
-                              cwd=BENCH.parent, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        print(f"  {system} seed {seed}: timed out", flush=True)
-        return None
-    # the runner's summary line (rxrl_ppo.py names its system "rxrl")
-    line = next((x for x in reversed(done.stdout.splitlines()) if " steps in " in x), "")
-    print(f"  [{time.strftime('%H:%M:%S')}] {system} seed {seed}: {line or done.stderr[-500:]} "
-          f"(load {load:.1f})", flush=True)
-    if done.returncode != 0 or not out.exists():
-        return None
-    record = s.RunRecord.from_json(json.loads(out.read_text()))
-    record.notes.append(f"1-min load average {load:.1f} before")
-    return record
+    return s.run_runner(argv, f"{system} seed {seed}", out, timeout_s)
 
 
 def rates(r: s.RunRecord) -> tuple[float, float]:

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,23 +43,7 @@ def run_system(system: str, algo: str, seed: int, steps: int, workdir: Path,
     out = workdir / f"{system}-{algo}-{seed}-{time.time_ns()}.json"
     argv = [sys.executable, str(BENCH / SYSTEMS[system]), "--algo", algo, "--budget-steps", str(steps),
             "--seed", str(seed), "--out", str(out)]
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BENCH), env.get("PYTHONPATH")) if p)
-    load = os.getloadavg()[0]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env,
-                              cwd=BENCH.parent, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        print(f"  {system} {algo} seed {seed}: timed out", flush=True)
-        return None
-    line = next((x for x in reversed(done.stdout.splitlines()) if " steps in " in x), "")
-    print(f"  [{time.strftime('%H:%M:%S')}] {algo} seed {seed}: {line or done.stderr[-800:]} "
-          f"(load {load:.1f})", flush=True)
-    if done.returncode != 0 or not out.exists():
-        return None
-    record = s.RunRecord.from_json(json.loads(out.read_text()))
-    record.notes.append(f"1-min load average {load:.1f} before")
-    return record
+    return s.run_runner(argv, f"{algo} seed {seed}", out, timeout_s)
 
 
 def _json_safe(x: Any) -> Any:

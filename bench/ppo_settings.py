@@ -15,6 +15,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import time
 from collections.abc import Callable, Iterable
 from importlib import metadata
@@ -209,6 +210,31 @@ RAY_INIT: dict[str, Any] = {
     "configure_logging": False,
     "_system_config": {"worker_niceness": 0},
 }
+
+
+def run_runner(argv: list[str], label: str, out: Path, timeout_s: float) -> RunRecord | None:
+    """Run one system's runner (``argv``: interpreter, script and its arguments, which must
+    make it write its record to ``out``) in a subprocess of its own, with bench/ on its import
+    path and no ``RAY_ADDRESS``; print its summary line under ``label`` with the load before
+    it; return its record, or None if it failed or timed out (every side-by-side driver's step)."""
+    bench = Path(__file__).resolve().parent
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(bench), env.get("PYTHONPATH")) if p)
+    load = os.getloadavg()[0]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env,
+                              cwd=bench.parent, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        print(f"  {label}: timed out", flush=True)
+        return None
+    line = next((x for x in reversed(done.stdout.splitlines()) if " steps in " in x), "")
+    print(f"  [{time.strftime('%H:%M:%S')}] {label}: {line or done.stderr[-800:]} (load {load:.1f})",
+          flush=True)
+    if done.returncode != 0 or not out.exists():
+        return None
+    record = RunRecord.from_json(json.loads(out.read_text()))
+    record.notes.append(f"1-min load average {load:.1f} before")
+    return record
 
 
 def override(m: Matched, assignments: Iterable[str]) -> Matched:

@@ -80,16 +80,8 @@ class MatchedAtari:
 
 
 def override(m: MatchedAtari, assignments: list[str]) -> MatchedAtari:
-    """``m`` with ``name=value`` assignments applied."""
-    changes: dict[str, Any] = {}
-    for text in assignments:
-        name, _, value = text.partition("=")
-        current = getattr(m, name, None)
-        if current is None:
-            raise SystemExit(f"--set {text!r}: expected name=value, name one of "
-                             f"{[f.name for f in attrs.fields(MatchedAtari)]}")
-        changes[name] = type(current)(value)
-    return attrs.evolve(m, **changes)
+    """``m`` with ``name=value`` assignments applied (`ppo_settings.override`)."""
+    return s.override(m, assignments)
 
 
 def runner_main(argv: list[str], doc: str,

@@ -13,7 +13,6 @@ import argparse
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import attrs
 import ppo_settings as s
@@ -64,17 +63,8 @@ class Matched:
 
 
 def override(m: Matched, assignments: list[str]) -> Matched:
-    """`m` with ``name=value`` assignments applied (values parsed as the field's type)."""
-    changes: dict[str, Any] = {}
-    for assignment in assignments:
-        name, sep, text = assignment.partition("=")
-        current = getattr(m, name, None) if sep else None
-        if current is None:
-            raise SystemExit(f"--set {assignment!r}: expected name=value with name one of "
-                             f"{[f.name for f in attrs.fields(Matched)]}")
-        changes[name] = (tuple(int(x) for x in text.split(",")) if isinstance(current, tuple)
-                         else type(current)(text))
-    return attrs.evolve(m, **changes)
+    """``m`` with ``name=value`` assignments applied (`ppo_settings.override`)."""
+    return s.override(m, assignments)
 
 
 def runner_main(argv: list[str], doc: str, run: Callable[[argparse.Namespace, Matched], s.RunRecord],

@@ -11,7 +11,6 @@ import argparse
 import math
 import sys
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 import ppo_settings as s
@@ -54,17 +53,8 @@ class MatchedIMPALA:
 
 
 def override(m: MatchedIMPALA, assignments: list[str]) -> MatchedIMPALA:
-    """``m`` with ``name=value`` assignments applied."""
-    changes: dict[str, Any] = {}
-    for text in assignments:
-        name, _, value = text.partition("=")
-        current = getattr(m, name, None)
-        if current is None:
-            raise SystemExit(f"--set {text!r}: expected name=value, name one of "
-                             f"{[f.name for f in attrs.fields(MatchedIMPALA)]}")
-        changes[name] = (tuple(int(x) for x in value.split(",")) if isinstance(current, tuple)
-                         else type(current)(value))
-    return attrs.evolve(m, **changes)
+    """``m`` with ``name=value`` assignments applied (`ppo_settings.override`)."""
+    return s.override(m, assignments)
 
 
 def runner_main(argv: list[str], doc: str,

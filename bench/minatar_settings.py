@@ -22,7 +22,6 @@ import argparse
 import math
 import sys
 from collections.abc import Callable
-from typing import Any
 
 import attrs
 import ppo_settings as s
@@ -160,21 +159,8 @@ def matched(algo: str) -> Matched:
 
 
 def override(m: Matched, assignments: list[str]) -> Matched:
-    """``m`` with ``name=value`` assignments applied (``none`` for an optional number)."""
-    fields = {f.name for f in attrs.fields(type(m))}
-    changes: dict[str, Any] = {}
-    for text in assignments:
-        name, sep, value = text.partition("=")
-        if not sep or name not in fields:
-            raise SystemExit(f"--set {text!r}: expected name=value, name one of {sorted(fields)}")
-        current = getattr(m, name)
-        if value.lower() == "none":
-            changes[name] = None
-        elif isinstance(current, bool):
-            changes[name] = value.lower() in ("1", "true", "yes")
-        else:
-            changes[name] = float(value) if current is None else type(current)(value)
-    return attrs.evolve(m, **changes)
+    """``m`` with ``name=value`` assignments applied (`ppo_settings.override`)."""
+    return s.override(m, assignments)
 
 
 def final_return(record: s.RunRecord) -> float:

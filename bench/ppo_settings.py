@@ -20,9 +20,15 @@ import time
 from collections.abc import Callable, Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import attrs
+
+if TYPE_CHECKING:
+    from attrs import AttrsInstance
+
+#: a settings value (an attrs instance) of any benchmark
+S = TypeVar("S", bound="AttrsInstance")
 
 #: the return CartPole-v1 is "solved" at (mean of the last 100 episodes)
 TARGET_RETURN = 475.0
@@ -237,20 +243,27 @@ def run_runner(argv: list[str], label: str, out: Path, timeout_s: float) -> RunR
     return record
 
 
-def override(m: Matched, assignments: Iterable[str]) -> Matched:
-    """`m` with ``name=value`` assignments applied (values parsed as the field's type)."""
+def override(m: S, assignments: Iterable[str]) -> S:
+    """``m`` (any system-neutral settings value: `Matched`, ``MatchedIMPALA``, ``MatchedAtari``...)
+    with ``name=value`` assignments applied, each parsed as its field's type: comma-separated
+    integers for a tuple, true/false for a flag, ``none`` for an optional field."""
+    fields = [f.name for f in attrs.fields(type(m))]
     changes: dict[str, Any] = {}
     for assignment in assignments:
         name, sep, text = assignment.partition("=")
-        current = getattr(m, name, None) if sep else None
-        if current is None:
-            raise SystemExit(f"--set {assignment!r}: expected name=value with name one of "
-                             f"{[f.name for f in attrs.fields(Matched)]}")
-        if isinstance(current, tuple):
+        if not sep or name not in fields:
+            raise SystemExit(f"--set {assignment!r}: expected name=value with name one of {fields}")
+        current = getattr(m, name)
+        if text.lower() == "none":
+            changes[name] = None
+        elif isinstance(current, tuple):
             changes[name] = tuple(int(x) for x in text.split(","))
+        elif isinstance(current, bool):
+            changes[name] = text.lower() in ("1", "true", "yes")
         else:
-            changes[name] = type(current)(text)
-    return attrs.evolve(m, **changes)
+            changes[name] = float(text) if current is None else type(current)(text)
+    evolved: S = attrs.evolve(cast(Any, m), **changes)  # the plugin cannot type a TypeVar's evolve
+    return evolved
 
 
 def runner_main(argv: list[str], doc: str, run: Callable[[argparse.Namespace, Matched], RunRecord],

@@ -39,8 +39,9 @@ class MatchedMinAtarPPO:
     CleanRL's PPO (``ppo.py`` / ``ppo_atari.py``): 4 epochs of minibatches of 256, gamma 0.99,
     GAE lambda 0.95, clip 0.2, value weight 0.5 (``vf_coef * 0.5 * E[(v - R)^2]``), entropy
     0.01, global gradient norm 0.5, Adam eps 1e-5, advantages standardized per minibatch. lr
-    5e-4 is the MinAtar step size of PureJaxRL's PPO (as issue 23 cites it), held constant
-    (PureJaxRL anneals it). No value clipping (bench/cleanrl_ppo.py's choice; CleanRL clips).
+    5e-4 is rxrl's tuned MinAtar step (`rxrl.algos.on_policy.ppo.MINATAR`; pgx's PureJaxRL-derived
+    MinAtar PPO uses 3e-4 at 4,096 envs), held constant here (rxrl train decays it). No value
+    clipping (bench/cleanrl_ppo.py's choice; CleanRL clips).
     A batch is ``num_workers × envs_per_worker × fragment_length`` = 2 × 8 × 128 = 2,048
     transitions; the peer steps all 16 envs in one process.
     """

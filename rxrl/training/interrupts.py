@@ -9,6 +9,7 @@ starting, evaluation), unwinds at once: SIGINT as ``KeyboardInterrupt``, SIGTERM
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -76,7 +77,9 @@ class Interrupts:
     def exiting(self, code: int) -> None:
         """The process exits next with ``code``: from now on SIGINT and SIGTERM end it at once
         with that status (stdout and stderr flushed) rather than by the signal's default
-        action, which reported the command as killed while it was only finalising."""
+        action, which reported the command as killed while it was only finalising; and once
+        Python's own exit handlers run, they are ignored (the default action would be back for
+        the rest of the interpreter's finalization)."""
         def exit_now(signum: int, frame: FrameType | None) -> None:
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
@@ -86,6 +89,11 @@ class Interrupts:
         with contextlib.suppress(ValueError):
             for sig in SIGNALS:
                 signal.signal(sig, exit_now)
+            # Python's finalization puts the default action back for every signal with a
+            # Python handler (``_PySignal_Fini``), and a signal in its last moments then killed
+            # the process (status -15, after a fast Ray shutdown). Ignored signals stay ignored
+            # there, so the last exit handler ignores them: the process exits with ``code``.
+            atexit.register(_ignore, SIGNALS)
         self._previous.clear()
 
     @contextlib.contextmanager
@@ -135,6 +143,13 @@ class Interrupts:
             return
         self.unwinding = signum
         raise_for(signum)
+
+
+def _ignore(signals: tuple[int, ...]) -> None:
+    """Ignore ``signals`` from now on (main thread; else nothing changes)."""
+    with contextlib.suppress(ValueError):
+        for sig in signals:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def raise_for(signum: int) -> None:

@@ -151,6 +151,25 @@ def test_a_signal_once_the_command_ended_exits_with_the_commands_status(sig: sig
     assert done.returncode == 7, done.stderr
 
 
+def test_once_pythons_exit_handlers_ran_signals_are_ignored_not_fatal() -> None:
+    """Python's finalization puts the default action back for a signal with a Python handler,
+    so a SIGTERM in a command's last moments killed it (status -15: the two-SIGTERMs test
+    above, once Ray shut down within 0.2 s). After `exiting`, the exit handlers leave SIGINT
+    and SIGTERM ignored, which finalization keeps: a signal then cannot change the status."""
+    script = ("import atexit, os, signal, sys, time\n"
+              "from rxrl.training.interrupts import INTERRUPTS\n"
+              "INTERRUPTS.install()\n"
+              "INTERRUPTS.exiting(7)\n"
+              "atexit._run_exitfuncs()\n"
+              "ignored = [signal.getsignal(s) is signal.SIG_IGN for s in (signal.SIGINT, signal.SIGTERM)]\n"
+              "os.kill(os.getpid(), signal.SIGTERM)\n"
+              "time.sleep(0.2)\n"
+              "print(ignored)\n"
+              "sys.exit(7)\n")
+    done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True, text=True)
+    assert done.returncode == 7 and done.stdout.strip() == "[True, True]", (done.stdout, done.stderr)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_whose_exception_python_dropped_still_stops_the_run(sig: signal.Signals) -> None:
     """A handler can run inside a weakref callback or ``__del__`` (an import's module-lock

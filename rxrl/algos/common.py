@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_args
 
@@ -340,18 +341,27 @@ class Start:
         return Start(_for_workers(self.learner_state), self.reseed)
 
 
+def map_leaves(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``value`` with ``leaf`` applied to everything that is not a mapping, list or tuple,
+    nested (a state dict's ``OrderedDict`` stays one, other mappings become dicts): the walk
+    of `arrays_of` and of `rxrl.training.checkpoint.tensors_of`."""
+    if isinstance(value, OrderedDict):  # a torch state dict's type
+        return OrderedDict((k, map_leaves(v, leaf)) for k, v in value.items())
+    if isinstance(value, Mapping):
+        return {k: map_leaves(v, leaf) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(map_leaves(v, leaf) for v in value)
+    return leaf(value)
+
+
 def arrays_of(value: Any) -> Any:
     """``value`` with every torch tensor in it (in dicts, lists and tuples, nested) as a
     numpy array on the CPU; the rest as it is. Imports no torch: a process holding a tensor
     has it already. What a factory sends to a process that must not load torch."""
-    if isinstance(value, Mapping):
-        return {k: arrays_of(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(arrays_of(v) for v in value)
     torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    return value
+    if torch is None:
+        return map_leaves(value, lambda x: x)
+    return map_leaves(value, lambda x: x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x)
 
 
 #: the entries of a learner state that rollout workers read: the policy weights, their
@@ -584,7 +594,7 @@ __all__ = [
     "Groups", "IterationSample", "LearnerDevice", "LearnerFactory", "LearnerPlacement", "Progress",
     "RolloutSettings",
     "Start", "Trained", "TrainsOnBatches", "WorkerFactory", "WorkerGradients", "arrays_of", "env_spaces",
-    "episodes_of",
+    "episodes_of", "map_leaves",
     "episode_metric_names",
     "WORKER_KEYS", "device_of", "float_in", "for_workers", "instance_of", "int_at_least", "join_rounds",
     "make_groups",

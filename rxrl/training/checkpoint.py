@@ -14,7 +14,6 @@ import json
 import math
 import os
 import warnings
-from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
@@ -25,7 +24,7 @@ import numpy as np
 import rxrl
 from rxrl import ops
 from rxrl.algos import Algorithm, Snapshot, get
-from rxrl.algos.common import RolloutSettings, Start
+from rxrl.algos.common import RolloutSettings, Start, map_leaves
 from rxrl.algos.configs import from_dict, to_dict
 from rxrl.plan import Op
 from rxrl.rl import EnvSpaces, Metrics
@@ -165,17 +164,14 @@ def tensors_of(value: Any) -> Any:
     no torch: `rxrl.rl.replay.buffers.ReplayBuffer.state_dict`)."""
     import torch
 
-    if isinstance(value, OrderedDict):  # a torch state dict's type
-        return OrderedDict((k, tensors_of(v)) for k, v in value.items())
-    if isinstance(value, Mapping):
-        return {k: tensors_of(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(tensors_of(v) for v in value)
-    if isinstance(value, np.ndarray):
+    def tensor(x: Any) -> Any:
+        if not isinstance(x, np.ndarray):
+            return x
         with warnings.catch_warnings():  # an array from Ray's object store is read-only: only read here
             warnings.filterwarnings("ignore", "The given NumPy array is not writable")
-            return torch.from_numpy(np.ascontiguousarray(value))
-    return value
+            return torch.from_numpy(np.ascontiguousarray(x))
+
+    return map_leaves(value, tensor)
 
 
 @attrs.frozen(eq=False)

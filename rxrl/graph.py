@@ -357,6 +357,23 @@ class Call(Unary):
         return (self.group,)
 
 
+@attrs.frozen(eq=False, kw_only=True)
+class CallAll(Unary):
+    """``fn(actor, x)`` on every actor of ``group`` at once; emits their results as a list in
+    index order, once all of them returned (the members may meet in a collective, such as a
+    learner group's gradient allreduce, so no backend runs one of the calls after another)."""
+
+    op: ClassVar[str] = "call_all"
+    group: ActorGroup[Any]
+    fn: Callable[[Any, Any], Any]
+
+    def params(self) -> str:
+        return f"{self.group!r}, {fn_name(self.fn)}"
+
+    def groups(self) -> tuple[ActorGroup[Any], ...]:
+        return (self.group,)
+
+
 # ------------------------------------------------------------------------ explicit fan-out
 
 

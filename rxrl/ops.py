@@ -24,7 +24,7 @@ W = TypeVar("W")
 S = TypeVar("S", bound=Sized)
 
 __all__ = [
-    "alongside", "barrier", "broadcast", "call", "concurrently", "filter", "flat_map", "gather",
+    "alongside", "barrier", "broadcast", "call", "call_all", "concurrently", "filter", "flat_map", "gather",
     "map", "scan", "split", "take", "tap", "union", "window", "zip",
 ]
 
@@ -301,6 +301,32 @@ def call(
         raise PlanError(f"call({group!r})", site, f"block must be True or False, got {block!r}")
     return Op(lambda src: g.Call(input=src, group=group, fn=fn, route=route, max_in_flight=k,
                                  block=block, site=site), "call")
+
+
+def call_all(group: ActorGroup[A], fn: Callable[[A, T], U]) -> Op[T, list[U]]:
+    """``fn(actor, x)`` on every actor of ``group`` at once; emits their results as a list,
+    in index order, once all of them returned.
+
+    The calls of one item run concurrently on every backend (the reference interpreter runs
+    them on a thread per actor), so the actors may meet in a collective inside ``fn`` — a
+    learner group's gradient allreduce (`rxrl.rl.learners.collective`). Each actor receives
+    its calls in stream order, like ``call``'s; the first failure in index order is raised.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> class Adder:
+    ...     def __init__(self, k: int) -> None:
+    ...         self.k = k
+    ...     def add(self, x: int) -> int:
+    ...         return x + self.k
+    >>> adders = rxrl.indexed_actors(Adder, 3)
+    >>> list(rxrl.run(rxrl.from_iterable([10, 20]) | ops.call_all(adders, Adder.add)))
+    [[10, 11, 12], [20, 21, 22]]
+    """
+    site = call_site()
+    _check_group("call_all", site, group)
+    _callable(f"call_all({group!r})", site, fn=fn)
+    return Op(lambda src: g.CallAll(input=src, group=group, fn=fn, site=site), "call_all")
 
 
 def _check_group(op: str, site: str, group: object) -> None:

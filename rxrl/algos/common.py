@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # torch: the learner's process imports these, not a driver
     import torch
 
     from rxrl.rl.learners.actor_critic import Learner
+    from rxrl.rl.learners.collective import Rendezvous
     from rxrl.rl.objectives.losses import Gradients
 
 L = TypeVar("L", bound="Learner")
@@ -411,6 +412,8 @@ class LearnerFactory(Generic[L]):
     config: Any
     start: Start | None = None
     kwargs: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
+    #: a learner group's meeting point: learner ``index`` is its rank ``index``
+    rendezvous: Rendezvous | None = None
 
     def __call__(self, index: int) -> L:
         import torch  # where the learner is built
@@ -419,7 +422,11 @@ class LearnerFactory(Generic[L]):
         torch.set_num_threads(s.learner_threads)
         device = device_of(s)
         # only when not the CPU: a learner class without a device setting still works there
-        on = {} if device == "cpu" else {"device": device}
+        on: dict[str, Any] = {} if device == "cpu" else {"device": device}
+        if self.rendezvous is not None:
+            from rxrl.rl.learners.collective import Collective
+
+            on["collective"] = Collective(self.rendezvous, index)
         learner = self.cls(registered_id(s.env), self.config, s.policy, seed=s.seed,
                            env_kwargs=s.env_kwargs, **on, **self.kwargs)
         if self.start is not None:
@@ -473,6 +480,18 @@ def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config
     name = str(getattr(cls, "__name__", "Learner"))
     factory = torch_free_workers(settings, start) if torch_free else torch_workers(settings, start)
     workers = rxrl.indexed_actors(factory, settings.num_workers, name="RolloutWorker")
+    n = int(getattr(learner_config, "num_learners", 1))
+    if n > 1:  # a learner group: n actors (wherever the single learner would be), one allreduce
+        from rxrl.rl.learners.collective import Rendezvous  # torch: on the driver, for groups only
+
+        if settings.policy.is_recurrent:
+            raise ValueError("learner.num_learners > 1 takes flat batches: a recurrent policy "
+                             f"(policy.recurrent={settings.policy.recurrent!r}) trains with one learner")
+        learners = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start, learner_kwargs,
+                                                      Rendezvous.open(n)), n, name=f"{name}-allreduce")
+        if device_of(settings) != "cpu":
+            learners = learners.with_options(num_gpus=1)
+        return Groups(workers, learners)
     learner = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start, learner_kwargs),
                                   1, name=name)
     if settings.learner_placement == "driver":

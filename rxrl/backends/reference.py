@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rxrl import graph as g
@@ -79,7 +80,7 @@ class _Context:
                     raise creation_error(group, i, e) from e
             self.instances[id(group)] = made
 
-    def effect(self, nid: int, node: g.Broadcast | g.Call, index: int, item: Any) -> None:
+    def effect(self, nid: int, node: g.Broadcast | g.Call | g.CallAll, index: int, item: Any) -> None:
         self.report.call(nid, node, index, item)
         key = (node.group.key, index)
         self.effects[key] = self.effects.get(key, 0) + 1
@@ -309,6 +310,45 @@ def _call(ctx: _Context, node: g.Call, nid: int, ins: list[Streams]) -> Streams:
     return [fed(calls(ins[0][0]), ins[0][0])]
 
 
+def _call_all(ctx: _Context, node: g.CallAll, nid: int, ins: list[Streams]) -> Streams:
+    """Each item's calls run at once, one thread per actor: the actors may meet in a
+    collective (a learner group's allreduce), which calls made one after another would never
+    complete. Their results are those of the same calls made in index order."""
+    pool: list[ThreadPoolExecutor] = []
+
+    def calls(src: Iterator[Any]) -> Iterator[Any]:
+        targets = ctx.actors(node.group)
+        for x in src:
+            if x is NOT_READY:
+                yield x
+                continue
+            for i in range(len(targets)):
+                ctx.effect(nid, node, i, x)
+            if len(targets) == 1:
+                outcomes = [_attempt(node, targets[0], x)]
+            else:
+                if not pool:
+                    pool.append(ThreadPoolExecutor(len(targets), thread_name_prefix=node.group.name))
+                    ctx.closers.append(lambda: pool[0].shutdown(wait=False, cancel_futures=True))
+                futures = [pool[0].submit(_attempt, node, actor, x) for actor in targets]
+                outcomes = [f.result() for f in futures]
+            for ok, y in outcomes:  # index order: the first failure wins
+                if not ok:
+                    raise y
+            yield [y for _, y in outcomes]
+
+    return [fed(calls(ins[0][0]), ins[0][0])]
+
+
+def _attempt(node: g.CallAll, actor: Any, x: Any) -> tuple[bool, Any]:
+    try:
+        return True, node.fn(actor, x)
+    except Exception as e:
+        error = operator_error(node, e)
+        error.__cause__ = e
+        return False, error
+
+
 def _perform(ctx: _Context, nid: int, node: g.Call, targets: list[Any], x: Any,
              position: int) -> tuple[bool, Any]:
     try:
@@ -423,7 +463,7 @@ def _branch(ctx: _Context, node: g.Branch, nid: int, ins: list[Any]) -> Streams:
 _TABLE: dict[type[g.Node], Lowerer[_Context, Any]] = {
     **{t: _local for t in LOCAL},
     g.FromIterable: _from_iterable, g.ShardChain: _shard_chain, g.FromObservable: _from_observable,
-    g.Barrier: _barrier, g.Gather: _gather, g.Broadcast: _broadcast, g.Call: _call,
+    g.Barrier: _barrier, g.Gather: _gather, g.Broadcast: _broadcast, g.Call: _call, g.CallAll: _call_all,
     g.Zip: _zip, g.Union: _union, g.Split: _split, g.Branch: _branch,
 }
 

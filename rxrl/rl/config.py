@@ -217,6 +217,9 @@ class PPOConfig:
     normalize_advantages: bool = True
     target_kl: float | None = attrs.field(default=None, validator=_optional_positive)
     adam_eps: float = attrs.field(default=1e-5, validator=v.gt(0.0))
+    #: learners in a data-parallel group (`rxrl.rl.learners.collective`): each takes its share
+    #: of every minibatch's rows and the gradients are summed over the group before each step
+    num_learners: int = attrs.field(default=1, validator=v.ge(1))
 
 
 _NO_ANNEALING: int | None = None

@@ -158,3 +158,49 @@ def test_operator_segments_compose(backend: str) -> None:
     assert collect(rxrl.from_iterable(range(5)) | double_then_pairs, backend) == [[0, 2], [4, 6], [8]]
     shards = rxrl.from_iterables([[1, 2], [3]]) | (ops.map(str) | ops.map(len))
     assert collect(shards | ops.barrier(), backend) == [[1, 1], [1]]
+
+
+class Summer:
+    """A learner-group stand-in: rank ``index`` of a group that sums numbers with a gloo
+    allreduce (`rxrl.rl.learners.collective`), which returns only once every rank called it."""
+
+    def __init__(self, rendezvous: Any, index: int) -> None:
+        from rxrl.rl.learners.collective import Collective
+
+        self.collective, self.seen = Collective(rendezvous, index), 0
+
+    def total(self, x: int) -> tuple[int, float]:
+        """(calls seen, the group's sum of ``x * (rank + 1)``)."""
+        import torch
+
+        self.seen += 1
+        t = torch.tensor([float(x * (self.collective.rank + 1))])
+        self.collective.allreduce_(t)
+        return self.seen, float(t.item())
+
+
+def test_call_all_emits_every_actors_result_in_index_order(backend: str) -> None:
+    """Law: one list per item, actor i's result at i; each actor sees the items in order."""
+    counters = rxrl.indexed_actors(Counter, 3)
+    plan = rxrl.from_iterable([1, 2, 3]) | ops.call_all(counters, Counter.bump) | ops.map(len)
+    after = plan | ops.call_all(counters, lambda c, _: c.next())
+    assert collect(after, backend) == [[1, 2, 3], [4, 5, 6], [8, 9, 10]]
+
+
+def test_call_all_runs_the_calls_of_an_item_at_once(backend: str) -> None:
+    """The members may meet in a collective (each call returns only once all of them were
+    made): every backend makes an item's calls concurrently, so the sums complete."""
+    from functools import partial
+
+    from rxrl.rl.learners.collective import Rendezvous
+
+    group = rxrl.indexed_actors(partial(Summer, Rendezvous.open(3, timeout_s=30.0)), 3, name="Summer")
+    out = collect(rxrl.from_iterable([1, 10]) | ops.call_all(group, Summer.total), backend)
+    assert out == [[(1, 6.0)] * 3, [(2, 60.0)] * 3]
+
+
+def test_a_failed_call_all_raises_the_first_members_error(backend: str) -> None:
+    adders = rxrl.actors(Adder, 2)
+    plan = rxrl.from_iterable([1, 3]) | ops.call_all(adders, refuse_three)
+    with pytest.raises(rxrl.OperatorError, match=r"call_all\(Adder×2, refuse_three\)"):
+        collect(plan, backend)

@@ -45,12 +45,20 @@ def synchronous_plan(config: Batched, actors: Groups[Any], train: Callable[[Any,
         joined: Callable[[list[list[B]]], list[B]] = join_rounds
         counted: Callable[[list[B]], int] = rows
         rounds = rounds | ops.window(min_size=config.train_batch_size, combine=joined, size=counted)
+    if learner.size > 1:  # a learner group: every member trains on its share, one allreduce a step
+        trained = rounds | ops.call_all(learner, train) | ops.map(lead)
+    else:
+        trained = rounds | ops.call(learner, train)         # concat, standardize, train: on the learner
     return (
-        rounds
-        | ops.call(learner, train)                          # concat, standardize, train: on the learner
+        trained
         | ops.broadcast(workers, set_weights)               # reaches every worker before it samples
         | ops.map(progress.observe_trained)                 # Metrics
     )
 
 
-__all__ = ["B", "Batched", "synchronous_plan"]
+def lead(results: list[Trained]) -> Trained:
+    """A learner group's report: its first member's (all members hold the same weights)."""
+    return results[0]
+
+
+__all__ = ["B", "Batched", "lead", "synchronous_plan"]

@@ -1,4 +1,5 @@
-"""Actor effects on the driver stream: ``call`` (pipelined up to ``max_in_flight``) and ``broadcast``."""
+"""Actor effects on the driver stream: ``call`` (pipelined up to ``max_in_flight``), ``call_all``
+and ``broadcast``."""
 
 from __future__ import annotations
 
@@ -98,6 +99,38 @@ class Call(Stream):
 
     def deferred(self) -> bool:
         return not self._node.block and bool(self._calls) and not self._calls[0].done()
+
+
+class CallAll(Stream):
+    """``fn(actor, x)`` on every actor of the group at once; emits the round of their results
+    (index order) once all of them are done; the first failure in index order is raised."""
+
+    def __init__(self, rt: Runtime, nid: int, node: g.CallAll, source: Stream) -> None:
+        self._rt, self._nid, self._node, self._source = rt, nid, node, source
+        self._size = node.group.size
+        rt.register(nid, node)
+
+    def inputs(self) -> list[Stream]:
+        return [self._source]
+
+    def pull(self) -> Any:
+        x = self._source.pull()
+        if x is END or x is NOT_READY:
+            return x
+        rt, node = self._rt, self._node
+        requests = []
+        for i in range(self._size):
+            rt.report.call(self._nid, node, i, x)
+            rt.count_effect(node.group, i)
+            requests.append(rt.apply(self._nid, node, i, x, self.wanted))
+        rt.wait_all(requests, node, repr(node.group))
+        return rt.collect([r.outcome() for r in requests])
+
+    def ready(self) -> bool:
+        return self._source.ready()
+
+    def pending(self) -> bool:
+        return self._source.pending()
 
 
 class Broadcast(Stream):

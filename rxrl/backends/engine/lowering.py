@@ -12,7 +12,7 @@ from typing import Any
 from rxrl import graph as g
 from rxrl.backends.engine.collect import Barrier, Gather
 from rxrl.backends.engine.combine import AsyncUnion, Branch, RoundRobin, Split, Zip
-from rxrl.backends.engine.effects import Broadcast, Call
+from rxrl.backends.engine.effects import Broadcast, Call, CallAll
 from rxrl.backends.engine.stream import Runtime, Shard, Stream
 from rxrl.backends.local import LOCAL
 from rxrl.compile import Lowerer
@@ -57,6 +57,10 @@ def _call(rt: Runtime, node: g.Call, nid: int, ins: list[Any]) -> Stream:
     return Call(rt, nid, node, driver(ins[0]))
 
 
+def _call_all(rt: Runtime, node: g.CallAll, nid: int, ins: list[Any]) -> Stream:
+    return CallAll(rt, nid, node, driver(ins[0]))
+
+
 def _zip(rt: Runtime, node: g.Zip, nid: int, ins: list[Any]) -> Stream:
     return Zip(rt, [driver(x) for x in ins])
 
@@ -80,7 +84,7 @@ def _branch(rt: Runtime, node: g.Branch, nid: int, ins: list[Any]) -> Stream:
 
 #: the driver operators, for every concurrent backend
 DRIVER: dict[type[g.Node], Lowerer[Any, Any]] = {
-    g.Barrier: _barrier, g.Gather: _gather, g.Broadcast: _broadcast, g.Call: _call,
+    g.Barrier: _barrier, g.Gather: _gather, g.Broadcast: _broadcast, g.Call: _call, g.CallAll: _call_all,
     g.Zip: _zip, g.Union: _union, g.Split: _split, g.Branch: _branch,
 }
 

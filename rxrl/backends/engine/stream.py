@@ -122,11 +122,11 @@ class Runtime(abc.ABC):
     def shards(self, node: g.ShardChain, nid: int) -> list[Shard]:
         """The shards of a fused chain, read by the collector ``nid``."""
 
-    def register(self, nid: int, node: g.Call | g.Broadcast) -> None:  # noqa: B027 - optional
+    def register(self, nid: int, node: g.Call | g.CallAll | g.Broadcast) -> None:  # noqa: B027 - optional
         """A call/broadcast of the plan (while lowering, before actors start)."""
 
     @abc.abstractmethod
-    def apply(self, nid: int, node: g.Call, index: int, item: Any, want: bool) -> Request:
+    def apply(self, nid: int, node: g.Call | g.CallAll, index: int, item: Any, want: bool) -> Request:
         """Submit ``node.fn(actor index, item)``; its outcome is the result."""
 
     @abc.abstractmethod

@@ -109,7 +109,7 @@ class MemberSpec:
     where: str
     site: str
     chains: dict[int, Chain]
-    effects: dict[int, g.Broadcast | g.Call]
+    effects: dict[int, g.Broadcast | g.Call | g.CallAll]
     on_restart: Callable[[Any], object] | None = None
 
 
@@ -173,7 +173,7 @@ class Host:
                       f"{spec.where} (on the driver)" if on_driver else f"Ray actor {spec.where}")
         self.chains: dict[Hashable, Chain] = {}
         self.running: dict[Hashable, Iterator[Any]] = {}
-        self.effects: dict[int, g.Broadcast | g.Call] = {}
+        self.effects: dict[int, g.Broadcast | g.Call | g.CallAll] = {}
         #: the key of the actor's only chain (what ``next`` pulls), if it has exactly one
         self.only: Hashable = None
         if spec is None:

@@ -193,7 +193,7 @@ class GroupState:
 
     group: ActorGroup[Any]
     chains: list[dict[int, Chain]]
-    effects: dict[int, g.Broadcast | g.Call] = attrs.field(factory=dict)
+    effects: dict[int, g.Broadcast | g.Call | g.CallAll] = attrs.field(factory=dict)
     members: list[Member] = attrs.field(factory=list)
     #: per broadcast occurrence, its latest item, most recently applied last
     latest: OrderedDict[int, Encoded] = attrs.field(factory=OrderedDict)

@@ -176,9 +176,9 @@ class RayRuntime(Runtime):
             shards.append(PoolShard(self, node, target, i))
         return shards
 
-    def register(self, nid: int, node: g.Call | g.Broadcast) -> None:
+    def register(self, nid: int, node: g.Call | g.CallAll | g.Broadcast) -> None:
         shipped = ship(node)
-        assert isinstance(shipped, g.Call | g.Broadcast)
+        assert isinstance(shipped, g.Call | g.CallAll | g.Broadcast)
         self.state(node.group).effects[nid] = shipped
 
     def start(self) -> None:
@@ -270,7 +270,7 @@ class RayRuntime(Runtime):
 
     # --------------------------------------------------------------------------- requests
 
-    def apply(self, nid: int, node: g.Call, index: int, item: Any, want: bool) -> Request:
+    def apply(self, nid: int, node: g.Call | g.CallAll, index: int, item: Any, want: bool) -> Request:
         member = self.states[node.group.key].members[index]
         encoded = encode(item)
         return RayRequest(self, member, node, lambda: member.apply(nid, encoded, want), nid=nid)

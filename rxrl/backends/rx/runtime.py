@@ -293,7 +293,7 @@ class Runtime(EngineRuntime):
     def shards(self, node: g.ShardChain, nid: int) -> list[EngineShard]:
         raise AssertionError("the rx lowering builds shard chains itself")
 
-    def apply(self, nid: int, node: g.Call, index: int, item: Any, want: bool) -> Request:
+    def apply(self, nid: int, node: g.Call | g.CallAll, index: int, item: Any, want: bool) -> Request:
         actor = self.actors(node.group)[index]
         return self.submit(actor.submit(functools.partial(_apply, node.fn, item)), node, nid,
                            f"{node.group.name}[{index}]")

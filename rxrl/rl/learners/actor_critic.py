@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -30,6 +31,9 @@ from rxrl.rl.objectives.losses import (
     ppo_loss,
     train_metrics,
 )
+
+if TYPE_CHECKING:  # torch.distributed: imported by a learner group's members only
+    from rxrl.rl.learners.collective import Collective
 
 #: where a learner trains: ``"cpu"``, ``"cuda"`` (or ``"cuda:N"``), or ``"auto"`` (CUDA when
 #: this process has it, else the CPU)
@@ -88,8 +92,11 @@ class Learner:
         adam_eps: float,
         env_kwargs: Mapping[str, Any] | None,
         device: Device = "cpu",
+        collective: Collective | None = None,
     ) -> None:
         spaces = env if isinstance(env, EnvSpaces) else EnvSpaces.of(env, env_kwargs)
+        #: this learner's place in a learner group (`rxrl.rl.learners.collective`), or None
+        self.collective = collective
         self.spaces = spaces
         self.device = resolve_device(device)
         # built on the CPU (same initial weights everywhere), then moved
@@ -166,6 +173,26 @@ class Learner:
         self.num_updates += 1
         return norm
 
+    def _group_step(self, part: SampleBatch | None, share: float, loss: Callable[[TensorBatch], LossTerms],
+                    max_grad_norm: float | None) -> tuple[LossTerms, float]:
+        """A learner group member's optimizer step: ``loss`` on this rank's rows ``part`` (None:
+        none) scaled by their ``share`` of the minibatch, gradients and loss statistics summed
+        over the group (`Collective.sum_gradients_`), then the same clipped step on every rank.
+        Returns the whole minibatch's loss statistics and pre-clipping gradient norm."""
+        assert self.collective is not None
+        self.optimizer.zero_grad(set_to_none=True)
+        stats = [0.0] * 5
+        if part is not None:
+            term = loss(self.tensors(part))
+            torch.autograd.backward(term.loss * share)
+            stats = [share * v for v in (term.policy_loss, term.value_loss, term.entropy,
+                                         term.approx_kl, term.clip_fraction)]
+        stats = self.collective.sum_gradients_(list(self.policy.parameters()), stats)
+        norm = grad_norm(self.policy, max_grad_norm)
+        self.optimizer.step()
+        self.num_updates += 1
+        return LossTerms(torch.zeros(()), *stats), norm
+
 
 class PPOLearner(Learner):
     """Proximal policy optimization: `num_epochs` of minibatch SGD per batch.
@@ -182,9 +209,10 @@ class PPOLearner(Learner):
         seed: int = 0,
         env_kwargs: Mapping[str, Any] | None = None,
         device: Device = "cpu",
+        collective: Collective | None = None,
     ) -> None:
         self.config = config = config or PPOConfig()
-        super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs, device)
+        super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs, device, collective)
 
     def train(self, batch: SampleBatch) -> TrainMetrics:
         """Update the policy on `batch`; stops early once approx-KL exceeds `target_kl`."""
@@ -194,6 +222,9 @@ class PPOLearner(Learner):
     def train_sequences(self, batch: SequenceBatch) -> TrainMetrics:
         """`train` over sequences (a recurrent policy's): minibatches of whole sequences,
         each evaluated from its initial state with the episode starts' resets."""
+        if self.collective is not None:
+            raise ValueError("PPOLearner.train_sequences: a learner group member trains on flat "
+                             "batches only (learner.num_learners > 1 with a recurrent policy)")
         return self._train(batch.batch, batch.minibatches, batch.batch.norm_stats)
 
     def _train(self, batch: SampleBatch,
@@ -204,8 +235,18 @@ class PPOLearner(Learner):
             raise ValueError("PPOLearner.train: got an empty batch")
         terms: list[LossTerms] = []
         norms: list[float] = []
+        loss = functools.partial(ppo_loss, self.policy, clip_coef=c.clip_coef, clip_vloss=c.clip_vloss,
+                                 vf_coef=c.vf_coef, ent_coef=c.ent_coef)
         for _ in range(c.num_epochs):
             for minibatch in minibatches(c.minibatch_size, self.rng):
+                if self.collective is not None:  # a learner group: this rank's rows, summed
+                    assert isinstance(minibatch, SampleBatch)
+                    term, norm = self._group_step(*self.collective.shard(minibatch, c.normalize_advantages),
+                                                  functools.partial(loss, normalize_advantages=False),
+                                                  c.max_grad_norm)
+                    terms.append(term)
+                    norms.append(norm)
+                    continue
                 term = ppo_loss(
                     self.policy,
                     self.tensors(minibatch),

@@ -68,10 +68,13 @@ class LossTerms:
     clip_fraction: float
 
 
-def _normalized(advantages: torch.Tensor, enabled: bool) -> torch.Tensor:
+def normalized(advantages: torch.Tensor, enabled: bool = True) -> torch.Tensor:
+    """A minibatch's advantages standardized over it (``enabled``, two rows or more; else as
+    they are): what the losses' ``normalize_advantages`` computes."""
     if not enabled or advantages.numel() < 2:
         return advantages
     return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
 
 
 def ppo_loss(
@@ -94,7 +97,7 @@ def ppo_loss(
     logp, entropy, values = b.evaluate(policy)
     log_ratio = logp - b.logp
     ratio = log_ratio.exp()
-    adv = _normalized(b.advantages, normalize_advantages)
+    adv = normalized(b.advantages, normalize_advantages)
     pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip_coef, 1 + clip_coef)).mean()
     v_err = (values - b.value_targets).square()
     if clip_vloss:
@@ -132,7 +135,7 @@ def a2c_loss(
     `approx_kl` is measured against the batch's behaviour log-probs (0 on-policy).
     """
     logp, entropy, values = b.evaluate(policy)
-    adv = _normalized(b.advantages, normalize_advantages)
+    adv = normalized(b.advantages, normalize_advantages)
     pg_loss = -(logp * adv).mean()
     v_loss = 0.5 * (values - b.value_targets).square().mean()
     ent = entropy.mean()
@@ -234,6 +237,7 @@ __all__ = [
     "a2c_loss",
     "explained_variance",
     "grad_norm",
+    "normalized",
     "ppo_loss",
     "train_metrics",
 ]

@@ -1,0 +1,155 @@
+"""Learner groups: where n data-parallel learners meet, and the allreduce that keeps them equal.
+
+A learner group is n copies of one learner (same seed, same config, so the same initial
+weights and the same minibatch order). Every copy receives the whole train batch; in each
+minibatch, rank r evaluates the loss on its share of the rows only (`Collective.part`),
+weighted by that share, and the ranks sum their gradients (with the loss statistics) with one
+allreduce before every optimizer step. Every rank then clips and steps on the same summed
+gradient — the gradient of the whole minibatch — so the copies stay equal to each other and,
+up to float rounding, to one learner on the whole batch (the law tests/rl/test_learner_group.py
+checks). A rank whose share of a minibatch is empty adds zeros and still takes part: no rank
+waits for one that has nothing to do.
+
+The ranks meet through a `Rendezvous`: a torch ``TCPStore`` served by the process that opened
+it (the driver, which builds the plan), to which each rank connects at its first step. Sums run
+on gloo for CPU learners and NCCL for CUDA ones (torch.distributed process groups made
+directly, not the process-global default group, so that several ranks may share a process:
+the reference and rx backends run a group's members on threads of the driver's process,
+`rxrl.ops.call_all`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import PrefixStore, TCPStore
+
+from rxrl.rl.data.batch import SampleBatch
+from rxrl.rl.objectives.losses import normalized
+
+#: the servers of the rendezvous this process opened, by port (they live as long as it does:
+#: a rank that restarts may connect again)
+_SERVERS: dict[int, TCPStore] = {}
+_LOCK = threading.Lock()
+
+
+def _node_ip() -> str:
+    """This node's address as Ray knows it when Ray runs here (the driver's, which the ranks
+    connect to from any node), else the loopback address."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return str(ray.util.get_node_ip_address())
+    return "127.0.0.1"
+
+
+@attrs.frozen
+class Rendezvous:
+    """Where the ``size`` members of one learner group meet: ``host:port`` of a ``TCPStore``
+    that `open` started in this process. Pickles as its address; the server stays here."""
+
+    host: str
+    port: int
+    size: int
+    timeout_s: float = 300.0
+
+    @staticmethod
+    def open(size: int, timeout_s: float = 300.0) -> Rendezvous:
+        """Start a rendezvous server for ``size`` members on a free port of this process."""
+        if size < 1:
+            raise ValueError(f"Rendezvous.open: size must be >= 1, got {size}")
+        server = TCPStore("0.0.0.0", 0, is_master=True, wait_for_workers=False,
+                               timeout=datetime.timedelta(seconds=timeout_s))
+        with _LOCK:
+            _SERVERS[server.port] = server
+        return Rendezvous(_node_ip(), server.port, size, timeout_s)
+
+
+class Collective:
+    """Rank ``rank`` of the group that meets at ``rendezvous``: sums tensors across the group.
+
+    Connects at the first `allreduce_` (all ranks then wait for each other, for at most
+    ``rendezvous.timeout_s`` seconds: a rank that never comes is an error naming it, never a
+    hang). Pickles as its rendezvous and rank (a copy connects anew).
+    """
+
+    def __init__(self, rendezvous: Rendezvous, rank: int) -> None:
+        if not 0 <= rank < rendezvous.size:
+            raise ValueError(f"Collective: rank must be in [0, {rendezvous.size}), got {rank}")
+        self.rendezvous, self.rank, self.size = rendezvous, rank, rendezvous.size
+        self._group: Any = None
+
+    def __reduce__(self) -> tuple[type[Collective], tuple[Rendezvous, int]]:
+        return Collective, (self.rendezvous, self.rank)
+
+    def part(self, rows: int) -> slice:
+        """This rank's rows of a minibatch of ``rows``: consecutive, the first ``rows % size``
+        ranks one row more (possibly none)."""
+        base, extra = divmod(rows, self.size)
+        start = self.rank * base + min(self.rank, extra)
+        return slice(start, start + base + (1 if self.rank < extra else 0))
+
+    def shard(self, minibatch: SampleBatch, normalize_advantages: bool) -> tuple[SampleBatch | None, float]:
+        """This rank's rows of ``minibatch`` (`part`; None when it has none) and their share of
+        it, with the advantages already standardized over the whole minibatch when
+        ``normalize_advantages`` (as one learner would: the loss is then taken without it)."""
+        rows = self.part(len(minibatch))
+        if rows.stop == rows.start:
+            return None, 0.0
+        part = minibatch.slice(rows.start, rows.stop)
+        if normalize_advantages:
+            adv = normalized(torch.as_tensor(minibatch.advantages)).numpy()
+            part = part.with_columns(advantages=adv[rows])
+        return part, (rows.stop - rows.start) / len(minibatch)
+
+    def _connect(self, device: torch.device) -> Any:
+        r = self.rendezvous
+        timeout = datetime.timedelta(seconds=r.timeout_s)
+        try:
+            store = TCPStore(r.host, r.port, is_master=False, timeout=timeout)
+            scoped = PrefixStore(f"rxrl-learners-{r.port}", store)
+            if device.type == "cuda":
+                return dist.ProcessGroupNCCL(scoped, self.rank, self.size, dist.ProcessGroupNCCL.Options())
+            return dist.ProcessGroupGloo(scoped, self.rank, self.size, timeout)
+        except (RuntimeError, dist.DistStoreError) as e:
+            raise RuntimeError(f"learner group rank {self.rank} of {self.size}: could not meet the "
+                               f"others at {r.host}:{r.port} within {r.timeout_s:g} s: {e}") from e
+
+    def allreduce_(self, tensor: torch.Tensor) -> None:
+        """Replace ``tensor`` by its sum over the group's ranks (every rank gets the same bits)."""
+        if self.size == 1:
+            return
+        if self._group is None:
+            self._group = self._connect(tensor.device)
+        try:
+            self._group.allreduce([tensor]).wait()
+        except RuntimeError as e:
+            raise RuntimeError(f"learner group rank {self.rank} of {self.size}: the gradient "
+                               f"allreduce failed (a rank stopped or timed out "
+                               f"after {self.rendezvous.timeout_s:g} s): {e}") from e
+
+    def sum_gradients_(self, parameters: Sequence[torch.Tensor], stats: Sequence[float]) -> list[float]:
+        """Sum the ``parameters``' gradients (a missing one counts as zeros; afterwards every
+        parameter has one) and the float ``stats`` over the group, in one allreduce; returns
+        the summed stats."""
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
+        device = grads[0].device if grads else torch.device("cpu")
+        flat = torch.cat([g.reshape(-1) for g in grads]
+                         + [torch.tensor(list(stats), dtype=grads[0].dtype if grads else torch.float32,
+                                         device=device)])
+        self.allreduce_(flat)
+        offset = 0
+        for p, g in zip(parameters, grads, strict=True):
+            n = g.numel()
+            p.grad = flat[offset:offset + n].view_as(p).clone()
+            offset += n
+        return [float(v) for v in flat[offset:].tolist()]
+
+
+__all__ = ["Collective", "Rendezvous"]

@@ -1,0 +1,125 @@
+"""Learner groups (data-parallel SGD): n learners on shards of a batch equal one learner on it.
+
+Law (issue 25): a group of n learners, each given the whole train batch and taking its share
+of every minibatch's rows, its gradients summed over the group before every step, ends with the
+same parameters (float tolerance) as one learner on the whole batch with the same minibatch
+order — for any batch size, minibatch size and n, including ranks whose share of a minibatch
+is empty; and the members end equal to each other bit for bit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rxrl.rl import PPOConfig, RolloutWorker, SampleBatch
+from rxrl.rl.learners.actor_critic import A2CLearner, Learner, PPOLearner
+from rxrl.rl.learners.collective import Collective, Rendezvous
+
+ENV = "CartPole-v1"
+
+
+@pytest.fixture(scope="module")
+def batch() -> SampleBatch:
+    return RolloutWorker(ENV, num_envs=2, fragment_length=40, seed=3).sample()
+
+
+def run_group(make: Callable[[Collective], Learner], n: int, train: Callable[[Learner], Any],
+              timeout_s: float = 60.0) -> list[Learner]:
+    """``n`` group members (threads, as the in-process backends run them), each ``train``ed."""
+    rendezvous = Rendezvous.open(n, timeout_s=timeout_s)
+    learners = [make(Collective(rendezvous, rank)) for rank in range(n)]
+    errors: list[BaseException] = []
+
+    def member(learner: Learner) -> None:
+        try:
+            train(learner)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=member, args=(x,)) for x in learners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s + 10)
+    assert not any(t.is_alive() for t in threads), "a group member hung"
+    if errors:
+        raise errors[0]
+    return learners
+
+
+def params(learner: Learner) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in learner.policy.parameters()]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.integers(1, 80), minibatch=st.integers(1, 40), n=st.integers(2, 3),
+       normalize=st.booleans())
+def test_a_ppo_group_ends_where_one_learner_does(batch: SampleBatch, rows: int, minibatch: int, n: int,
+                                                 normalize: bool) -> None:
+    """The law, for PPO: equal parameters (1e-5) and equal reports; members bit-identical.
+    A minibatch of fewer rows than ranks leaves some rank with none."""
+    part = batch.slice(0, rows)
+    config = PPOConfig(num_epochs=2, minibatch_size=min(minibatch, rows), normalize_advantages=normalize,
+                       max_grad_norm=0.5)
+    single = PPOLearner(ENV, config, seed=1)
+    alone = single.train(part)
+    reports: list[Any] = []
+    group = run_group(lambda c: PPOLearner(ENV, config, seed=1, collective=c), n,
+                      lambda learner: reports.append(learner.train(part)))  # type: ignore[attr-defined]
+    for a, b in zip(params(single), params(group[0]), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+    for other in group[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(params(group[0]), params(other), strict=True))
+    for report in reports:
+        assert report.num_updates == alone.num_updates
+        assert report.policy_loss == pytest.approx(alone.policy_loss, rel=1e-4, abs=1e-5)
+        assert report.grad_norm == pytest.approx(alone.grad_norm, rel=1e-4, abs=1e-5)
+
+
+def test_parts_cover_every_row_once() -> None:
+    """Rank parts of a minibatch are disjoint, consecutive and cover it (some may be empty)."""
+    rendezvous = Rendezvous.open(3)
+    for rows in range(0, 12):
+        parts = [Collective(rendezvous, r).part(rows) for r in range(3)]
+        covered = [i for p in parts for i in range(p.start, p.stop)]
+        assert covered == list(range(rows))
+
+
+def test_a_rank_that_never_comes_is_an_error_not_a_hang(batch: SampleBatch) -> None:
+    """One of two ranks trains; the other never does: the first fails within the timeout,
+    naming its rank."""
+    rendezvous = Rendezvous.open(2, timeout_s=2.0)
+    learner = PPOLearner(ENV, PPOConfig(num_epochs=1, minibatch_size=64), seed=0,
+                         collective=Collective(rendezvous, 0))
+    with pytest.raises(RuntimeError, match="rank 0 of 2"):
+        learner.train(batch)
+
+
+def test_bad_ranks_are_refused() -> None:
+    rendezvous = Rendezvous.open(2)
+    with pytest.raises(ValueError, match=r"rank must be in \[0, 2\)"):
+        Collective(rendezvous, 2)
+    with pytest.raises(ValueError, match="size must be >= 1"):
+        Rendezvous.open(0)
+
+
+def test_a2c_is_not_grouped_silently(batch: SampleBatch) -> None:
+    """A2C takes no collective yet: its learner refuses one rather than train alone."""
+    with pytest.raises(TypeError):
+        A2CLearner(ENV, seed=0, collective=Collective(Rendezvous.open(2), 0))  # type: ignore[call-arg]
+
+
+def test_weights_start_equal(batch: SampleBatch) -> None:
+    """Members are built from one seed: the same initial weights as a single learner."""
+    rendezvous = Rendezvous.open(2)
+    a = PPOLearner(ENV, seed=4, collective=Collective(rendezvous, 0)).get_weights()
+    b = PPOLearner(ENV, seed=4).get_weights()
+    assert all(np.array_equal(a[k], b[k]) for k in a)

@@ -25,6 +25,7 @@ MODULES: Mapping[str, str] = {
     "ppo": "rxrl.algos.on_policy.ppo",
     "a2c": "rxrl.algos.on_policy.a2c",
     "a3c": "rxrl.algos.on_policy.a3c",
+    "ddppo": "rxrl.algos.on_policy.ddppo",
     "impala": "rxrl.algos.vtrace.impala",
     "appo": "rxrl.algos.vtrace.appo",
     "ma-ppo": "rxrl.algos.multi_agent.ma_ppo",

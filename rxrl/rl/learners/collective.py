@@ -79,14 +79,20 @@ class Collective:
     hang). Pickles as its rendezvous and rank (a copy connects anew).
     """
 
-    def __init__(self, rendezvous: Rendezvous, rank: int) -> None:
+    def __init__(self, rendezvous: Rendezvous, rank: int, *, local_data: bool = False) -> None:
         if not 0 <= rank < rendezvous.size:
             raise ValueError(f"Collective: rank must be in [0, {rendezvous.size}), got {rank}")
         self.rendezvous, self.rank, self.size = rendezvous, rank, rendezvous.size
+        #: whether each rank trains on data of its own (DD-PPO: a minibatch is all this rank's,
+        #: weighted 1 / size) rather than on its part of one batch every rank holds
+        self.local_data = local_data
         self._group: Any = None
 
-    def __reduce__(self) -> tuple[type[Collective], tuple[Rendezvous, int]]:
-        return Collective, (self.rendezvous, self.rank)
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Collective, (self.rendezvous, self.rank), {"local_data": self.local_data}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.local_data = bool(state["local_data"])
 
     def part(self, rows: int) -> slice:
         """This rank's rows of a minibatch of ``rows``: consecutive, the first ``rows % size``
@@ -98,7 +104,13 @@ class Collective:
     def shard(self, minibatch: SampleBatch, normalize_advantages: bool) -> tuple[SampleBatch | None, float]:
         """This rank's rows of ``minibatch`` (`part`; None when it has none) and their share of
         it, with the advantages already standardized over the whole minibatch when
-        ``normalize_advantages`` (as one learner would: the loss is then taken without it)."""
+        ``normalize_advantages`` (as one learner would: the loss is then taken without it).
+        With ``local_data``: the whole minibatch (standardized by itself), share ``1 / size``."""
+        if self.local_data:  # all of it is this rank's: one of ``size`` equal shares
+            if normalize_advantages:
+                adv = normalized(torch.as_tensor(minibatch.advantages)).numpy()
+                minibatch = minibatch.with_columns(advantages=adv)
+            return minibatch, 1.0 / self.size
         rows = self.part(len(minibatch))
         if rows.stop == rows.start:
             return None, 0.0

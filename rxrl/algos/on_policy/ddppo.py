@@ -127,7 +127,8 @@ def plan(config: DDPPO, actors: Groups[Any] | None = None) -> rxrl.Plan[Metrics]
 #: Settings that learn faster than the defaults on particular envs
 TUNED: Mapping[str, Mapping[str, Any]] = {}
 
-__all__ = ["DDPPO", "LEARNER", "MEMBER_CLASS", "SPEC", "TUNED", "combine", "groups", "plan", "sample_and_train"]
+__all__ = ["DDPPO", "LEARNER", "MEMBER_CLASS", "SPEC", "TUNED", "combine", "groups", "plan",
+           "sample_and_train"]
 
 #: what the registry reads (`rxrl.algos.ALGORITHMS`)
 SPEC = Algorithm("ddppo", DDPPO, plan, groups, 150_000, TUNED,

@@ -20,8 +20,9 @@ class DDPPOLearner(PPOLearner):
     weights next time. Every member starts from the same weights (one seed) and takes the
     same steps."""
 
-    def __init__(self, env: str | EnvSpaces, config: PPOConfig | None = None, policy: PolicyConfig | None = None,
-                 seed: int = 0, env_kwargs: Mapping[str, Any] | None = None, device: Device = "cpu",
+    def __init__(self, env: str | EnvSpaces, config: PPOConfig | None = None,
+                 policy: PolicyConfig | None = None, seed: int = 0,
+                 env_kwargs: Mapping[str, Any] | None = None, device: Device = "cpu",
                  collective: Collective | None = None, *,
                  workers: Callable[[int], RolloutWorker]) -> None:
         if collective is None:

@@ -361,14 +361,17 @@ class Call(Unary):
 class CallAll(Unary):
     """``fn(actor, x)`` on every actor of ``group`` at once; emits their results as a list in
     index order, once all of them returned (the members may meet in a collective, such as a
-    learner group's gradient allreduce, so no backend runs one of the calls after another)."""
+    learner group's gradient allreduce, so no backend runs one of the calls after another).
+    Up to ``max_in_flight`` items' calls are submitted ahead of the one emitted next."""
 
     op: ClassVar[str] = "call_all"
     group: ActorGroup[Any]
     fn: Callable[[Any, Any], Any]
+    max_in_flight: int = 1
 
     def params(self) -> str:
-        return f"{self.group!r}, {fn_name(self.fn)}"
+        ahead = f", max_in_flight={self.max_in_flight}" if self.max_in_flight != 1 else ""
+        return f"{self.group!r}, {fn_name(self.fn)}{ahead}"
 
     def groups(self) -> tuple[ActorGroup[Any], ...]:
         return (self.group,)

@@ -303,7 +303,7 @@ def call(
                                  block=block, site=site), "call")
 
 
-def call_all(group: ActorGroup[A], fn: Callable[[A, T], U]) -> Op[T, list[U]]:
+def call_all(group: ActorGroup[A], fn: Callable[[A, T], U], *, max_in_flight: int = 1) -> Op[T, list[U]]:
     """``fn(actor, x)`` on every actor of ``group`` at once; emits their results as a list,
     in index order, once all of them returned.
 
@@ -311,6 +311,7 @@ def call_all(group: ActorGroup[A], fn: Callable[[A, T], U]) -> Op[T, list[U]]:
     them on a thread per actor), so the actors may meet in a collective inside ``fn`` — a
     learner group's gradient allreduce (`rxrl.rl.learners.collective`). Each actor receives
     its calls in stream order, like ``call``'s; the first failure in index order is raised.
+    ``max_in_flight=k`` pipelines as ``call``'s does: up to k items' calls are out at once.
 
     >>> import rxrl
     >>> from rxrl import ops
@@ -326,7 +327,9 @@ def call_all(group: ActorGroup[A], fn: Callable[[A, T], U]) -> Op[T, list[U]]:
     site = call_site()
     _check_group("call_all", site, group)
     _callable(f"call_all({group!r})", site, fn=fn)
-    return Op(lambda src: g.CallAll(input=src, group=group, fn=fn, site=site), "call_all")
+    k = _positive_int(f"call_all({group!r}, max_in_flight={max_in_flight!r})", site, "max_in_flight",
+                      max_in_flight)
+    return Op(lambda src: g.CallAll(input=src, group=group, fn=fn, max_in_flight=k, site=site), "call_all")
 
 
 def _check_group(op: str, site: str, group: object) -> None:

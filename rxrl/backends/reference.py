@@ -313,29 +313,43 @@ def _call(ctx: _Context, node: g.Call, nid: int, ins: list[Streams]) -> Streams:
 def _call_all(ctx: _Context, node: g.CallAll, nid: int, ins: list[Streams]) -> Streams:
     """Each item's calls run at once, one thread per actor: the actors may meet in a
     collective (a learner group's allreduce), which calls made one after another would never
-    complete. Their results are those of the same calls made in index order."""
+    complete. Calls are made when a concurrent backend would submit them (``max_in_flight``
+    items ahead, as `_call`'s); results are those of the same calls made in index order."""
     pool: list[ThreadPoolExecutor] = []
+
+    def perform(targets: list[Any], x: Any) -> list[tuple[bool, Any]]:
+        for i in range(len(targets)):
+            ctx.effect(nid, node, i, x)
+        if len(targets) == 1:
+            return [_attempt(node, targets[0], x)]
+        if not pool:
+            pool.append(ThreadPoolExecutor(len(targets), thread_name_prefix=node.group.name))
+            ctx.closers.append(lambda: pool[0].shutdown(wait=False, cancel_futures=True))
+        return [f.result() for f in [pool[0].submit(_attempt, node, actor, x) for actor in targets]]
 
     def calls(src: Iterator[Any]) -> Iterator[Any]:
         targets = ctx.actors(node.group)
-        for x in src:
-            if x is NOT_READY:
-                yield x
-                continue
-            for i in range(len(targets)):
-                ctx.effect(nid, node, i, x)
-            if len(targets) == 1:
-                outcomes = [_attempt(node, targets[0], x)]
+        results: deque[list[tuple[bool, Any]]] = deque()
+        ended = False
+        while True:
+            while len(results) < node.max_in_flight and not ended:
+                x = next(src, END)
+                if x is END:
+                    ended = True
+                elif x is NOT_READY:
+                    break
+                else:
+                    results.append(perform(targets, x))
+            if results:
+                outcomes = results.popleft()
+                for ok, y in outcomes:  # index order: the first failure wins
+                    if not ok:
+                        raise y
+                yield [y for _, y in outcomes]
+            elif ended:
+                return
             else:
-                if not pool:
-                    pool.append(ThreadPoolExecutor(len(targets), thread_name_prefix=node.group.name))
-                    ctx.closers.append(lambda: pool[0].shutdown(wait=False, cancel_futures=True))
-                futures = [pool[0].submit(_attempt, node, actor, x) for actor in targets]
-                outcomes = [f.result() for f in futures]
-            for ok, y in outcomes:  # index order: the first failure wins
-                if not ok:
-                    raise y
-            yield [y for _, y in outcomes]
+                yield NOT_READY
 
     return [fed(calls(ins[0][0]), ins[0][0])]
 

@@ -365,6 +365,9 @@ class VTraceConfig:
     normalize_advantages: bool = False
     num_epochs: int = attrs.field(default=1, validator=_int_at_least(1))
     minibatch_size: int | None = attrs.field(default=_WHOLE_BATCH, validator=_optional_minibatch)
+    #: learners in a data-parallel group (`rxrl.rl.learners.collective`): each takes its share
+    #: of every minibatch's sequences and the gradients are summed over the group before each step
+    num_learners: int = attrs.field(default=1, validator=v.ge(1))
 
 
 @attrs.frozen(kw_only=True)

@@ -204,3 +204,11 @@ def test_a_failed_call_all_raises_the_first_members_error(backend: str) -> None:
     plan = rxrl.from_iterable([1, 3]) | ops.call_all(adders, refuse_three)
     with pytest.raises(rxrl.OperatorError, match=r"call_all\(Adder×2, refuse_three\)"):
         collect(plan, backend)
+
+
+def test_a_pipelined_call_all_keeps_input_order(backend: str) -> None:
+    """``max_in_flight=k``: results in input order, each actor's calls in stream order."""
+    adders = rxrl.actors(Adder, 2)
+    plan = rxrl.from_iterable([1, 2, 3, 4]) | ops.call_all(adders, Adder.add, max_in_flight=3)
+    out = collect(plan, backend)
+    assert out == [[1, 1], [3, 3], [6, 6], [10, 10]]

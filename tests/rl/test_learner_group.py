@@ -19,9 +19,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rxrl.rl import PPOConfig, RolloutWorker, SampleBatch
+from rxrl.rl import APPOConfig, IMPALAConfig, PPOConfig, RolloutWorker, SampleBatch
+from rxrl.rl.data.fragment import Fragment
 from rxrl.rl.learners.actor_critic import A2CLearner, Learner, PPOLearner
 from rxrl.rl.learners.collective import Collective, Rendezvous
+from rxrl.rl.learners.vtrace import APPOLearner, IMPALALearner
 
 ENV = "CartPole-v1"
 
@@ -123,3 +125,35 @@ def test_weights_start_equal(batch: SampleBatch) -> None:
     a = PPOLearner(ENV, seed=4, collective=Collective(rendezvous, 0)).get_weights()
     b = PPOLearner(ENV, seed=4).get_weights()
     assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+@pytest.fixture(scope="module")
+def fragments() -> list[Fragment]:
+    worker = RolloutWorker(ENV, num_envs=3, fragment_length=8, seed=5)
+    return [worker.sample_fragment() for _ in range(2)]
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(algo=st.sampled_from(["impala", "appo"]), sequences=st.integers(1, 6), n=st.integers(2, 3),
+       normalize=st.booleans())
+def test_a_vtrace_group_ends_where_one_learner_does(fragments: list[Fragment], algo: str, sequences: int,
+                                                    n: int, normalize: bool) -> None:
+    """The law, for IMPALA and APPO: minibatches of whole sequences, each rank its share of
+    them (a minibatch of fewer sequences than ranks leaves a rank none); advantages
+    standardized over the whole minibatch."""
+    cls: Any = IMPALALearner if algo == "impala" else APPOLearner
+    config_cls: Any = IMPALAConfig if algo == "impala" else APPOConfig
+    config = config_cls(num_epochs=2, minibatch_size=8 * sequences, normalize_advantages=normalize)
+    single = cls(ENV, config, seed=1)
+    alone = single.train(fragments)
+    reports: list[Any] = []
+    group = run_group(lambda c: cls(ENV, config, seed=1, collective=c), n,
+                      lambda learner: reports.append(learner.train(fragments)))  # type: ignore[attr-defined]
+    for a, b in zip(params(single), params(group[0]), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+    for other in group[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(params(group[0]), params(other), strict=True))
+    for report in reports:
+        assert report.num_updates == alone.num_updates
+        assert report.rho_mean == pytest.approx(alone.rho_mean, rel=1e-4)
+        assert report.grad_norm == pytest.approx(alone.grad_norm, rel=1e-4, abs=1e-6)

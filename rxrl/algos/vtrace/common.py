@@ -5,6 +5,7 @@ The plans (``impala.py``, ``appo.py``) read::
     from_actors(workers, RolloutWorker.sample_fragment)   # raw fragments, behaviour log-probs
     | gather(max_in_flight, tagged=True)                  # completion order, tagged with the worker
     | call(learner, learn_on_batches(config), max_in_flight=config.learner_queue)
+      # with learner.num_learners = n > 1: | call_all(learners, ...) | map(first_reply)
     | call(workers, load_weights_if_sent, max_in_flight=config.reply_queue)
     | flat_map(progress.observe_reply)                    # one Metrics record per update
 
@@ -157,6 +158,8 @@ def learn_on_batches(config: VTraceSettings) -> Callable[[VTraceLearner, Tagged[
             set_learning_rate(learner, learner.config.lr * max(0.0, 1.0 - done))
         report = learner.add_fragment(item.value, config.train_batch_size)
         weights = learner.weights_for(item.shard, config.broadcast_interval)
+        if learner.collective is not None and learner.collective.rank > 0:
+            weights = None  # a learner group's first member answers for all of them
         return item.with_value(Reply(episodes_of(item.value.batch), report, weights))
 
     return learn_on_batches
@@ -182,23 +185,34 @@ class VTraceProgress(Progress):
 
 
 
+def first_reply(replies: list[Tagged[Reply]]) -> Tagged[Reply]:
+    """A learner group's answer to a fragment: its first member's (the others' carry no weights)."""
+    return replies[0]
+
+
 def asynchronous_plan(config: VTraceSettings, actors: Groups[Any]) -> rxrl.Plan[Metrics]:
     """IMPALA's dataflow, APPO's too: fragments in completion order to a pipelined learner, its
     reply (new weights, at most every ``broadcast_interval`` updates) to the sender only; one
     `Metrics` record per learner update, forever."""
     workers, learner = actors.pair
     progress = VTraceProgress(custom_names=episode_metric_names(config))
+    fragments = (rxrl.from_actors(workers, RolloutWorker.sample_fragment)  # raw, behaviour log-probs
+                 | ops.gather(config.max_in_flight, tagged=True))  # completion order, tagged: the worker
+    learn = learn_on_batches(config)
+    if learner.size > 1:  # a learner group: every member buffers every fragment, trains its share
+        replies = (fragments | ops.call_all(learner, learn, max_in_flight=config.learner_queue)
+                   | ops.map(first_reply))
+    else:
+        replies = fragments | ops.call(learner, learn,       # batches, V-trace steps: on the learner,
+                                       max_in_flight=config.learner_queue)  # the next batch waiting
     return (
-        rxrl.from_actors(workers, RolloutWorker.sample_fragment)  # raw fragments, behaviour log-probs
-        | ops.gather(config.max_in_flight, tagged=True)      # completion order, tagged with the worker
-        | ops.call(learner, learn_on_batches(config),         # batches, V-trace steps: on the learner,
-                   max_in_flight=config.learner_queue)        # the next batch already waiting
+        replies
         | ops.call(workers, load_weights_if_sent,             # routed by the tag: the sender only
                    max_in_flight=config.reply_queue)          # (the driver never waits for a worker)
         | ops.flat_map(progress.observe_reply)                # a Metrics record per update
     )
 
 
-__all__ = ["Reply", "VTraceProgress", "VTraceSettings", "asynchronous_plan", "learn_on_batches",
-           "load_weights_if_sent",
+__all__ = ["Reply", "VTraceProgress", "VTraceSettings", "asynchronous_plan", "first_reply",
+           "learn_on_batches", "load_weights_if_sent",
            "vtrace_groups"]

@@ -103,34 +103,54 @@ class Call(Stream):
 
 class CallAll(Stream):
     """``fn(actor, x)`` on every actor of the group at once; emits the round of their results
-    (index order) once all of them are done; the first failure in index order is raised."""
+    (index order) once all of them are done; the first failure in index order is raised. Up
+    to ``max_in_flight`` items' calls are out at once (as `Call`'s), results in input order."""
 
     def __init__(self, rt: Runtime, nid: int, node: g.CallAll, source: Stream) -> None:
         self._rt, self._nid, self._node, self._source = rt, nid, node, source
-        self._size = node.group.size
+        self._size, self._k = node.group.size, node.max_in_flight
+        self._calls: deque[list[Request]] = deque()
+        self._ended = False
         rt.register(nid, node)
 
     def inputs(self) -> list[Stream]:
         return [self._source]
 
-    def pull(self) -> Any:
-        x = self._source.pull()
-        if x is END or x is NOT_READY:
-            return x
+    def _submit(self, x: Any) -> list[Request]:
         rt, node = self._rt, self._node
         requests = []
         for i in range(self._size):
             rt.report.call(self._nid, node, i, x)
             rt.count_effect(node.group, i)
             requests.append(rt.apply(self._nid, node, i, x, self.wanted))
-        rt.wait_all(requests, node, repr(node.group))
-        return rt.collect([r.outcome() for r in requests])
+        return requests
+
+    def pull(self) -> Any:
+        calls = self._calls
+        while len(calls) < self._k and not self._ended:
+            x = self._source.pull()
+            if x is END:
+                self._ended = True
+            elif x is NOT_READY:
+                break
+            else:
+                calls.append(self._submit(x))
+        if not calls:
+            return END if self._ended else NOT_READY
+        head = calls.popleft()
+        self._rt.wait_all(head, self._node, repr(self._node.group))
+        return self._rt.collect([r.outcome() for r in head])
 
     def ready(self) -> bool:
-        return self._source.ready()
+        calls = self._calls
+        if not calls:
+            return False
+        return all(r.done() for r in calls[0]) and (len(calls) >= self._k or self._ended
+                                                    or self._source.ready())
 
     def pending(self) -> bool:
-        return self._source.pending()
+        calls = self._calls
+        return (bool(calls) and not all(r.done() for r in calls[0])) or (not calls and self._source.pending())
 
 
 class Broadcast(Stream):

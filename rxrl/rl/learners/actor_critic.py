@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -173,26 +173,26 @@ class Learner:
         self.num_updates += 1
         return norm
 
-    def _group_step(self, part: SampleBatch | None, share: float, loss: Callable[[TensorBatch], LossTerms],
-                    max_grad_norm: float | None) -> tuple[LossTerms, float]:
-        """A learner group member's optimizer step: ``loss`` on this rank's rows ``part`` (None:
-        none) scaled by their ``share`` of the minibatch, gradients and loss statistics summed
-        over the group (`Collective.sum_gradients_`), then the same clipped step on every rank.
-        Returns the whole minibatch's loss statistics and pre-clipping gradient norm."""
+    def _group_step(self, term: LossTerms | None, share: float, max_grad_norm: float | None,
+                    extra: Sequence[float] = ()) -> tuple[LossTerms, float, list[float]]:
+        """A learner group member's optimizer step: ``term``, the loss on this rank's rows (None:
+        it has none), scaled by their ``share`` of the minibatch; its gradients, loss statistics
+        and ``extra`` floats (each already weighted) summed over the group in one allreduce
+        (`Collective.sum_gradients_`); then the same clipped step on every rank. Returns the
+        whole minibatch's loss statistics, the pre-clipping gradient norm and the summed
+        ``extra``."""
         assert self.collective is not None
         self.optimizer.zero_grad(set_to_none=True)
         stats = [0.0] * 5
-        if part is not None:
-            term = loss(self.tensors(part))
+        if term is not None:
             torch.autograd.backward(term.loss * share)
             stats = [share * v for v in (term.policy_loss, term.value_loss, term.entropy,
                                          term.approx_kl, term.clip_fraction)]
-        stats = self.collective.sum_gradients_(list(self.policy.parameters()), stats)
+        summed = self.collective.sum_gradients_(list(self.policy.parameters()), [*stats, *extra])
         norm = grad_norm(self.policy, max_grad_norm)
         self.optimizer.step()
         self.num_updates += 1
-        return LossTerms(torch.zeros(()), *stats), norm
-
+        return LossTerms(torch.zeros(()), *summed[:5]), norm, summed[5:]
 
 class PPOLearner(Learner):
     """Proximal policy optimization: `num_epochs` of minibatch SGD per batch.
@@ -241,9 +241,9 @@ class PPOLearner(Learner):
             for minibatch in minibatches(c.minibatch_size, self.rng):
                 if self.collective is not None:  # a learner group: this rank's rows, summed
                     assert isinstance(minibatch, SampleBatch)
-                    term, norm = self._group_step(*self.collective.shard(minibatch, c.normalize_advantages),
-                                                  functools.partial(loss, normalize_advantages=False),
-                                                  c.max_grad_norm)
+                    part, share = self.collective.shard(minibatch, c.normalize_advantages)
+                    mine = None if part is None else loss(self.tensors(part), normalize_advantages=False)
+                    term, norm, _ = self._group_step(mine, share, c.max_grad_norm)
                     terms.append(term)
                     norms.append(norm)
                     continue

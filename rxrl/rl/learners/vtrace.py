@@ -13,8 +13,8 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -30,6 +30,9 @@ from rxrl.rl.learners.actor_critic import Device, Learner
 from rxrl.rl.models.policy import ActorCritic, GaussianActorCritic, Weights
 from rxrl.rl.objectives.gae import vtrace
 from rxrl.rl.objectives.losses import LossTerms
+
+if TYPE_CHECKING:  # torch.distributed: imported by a learner group's members only
+    from rxrl.rl.learners.collective import Collective
 
 
 @attrs.frozen
@@ -152,6 +155,7 @@ class VTraceLearner(Learner):
         seed: int = 0,
         env_kwargs: Mapping[str, Any] | None = None,
         device: Device = "cpu",
+        collective: Collective | None = None,
         *,
         gamma: float = 0.99,
         lam: float = 1.0,
@@ -159,7 +163,7 @@ class VTraceLearner(Learner):
         if not 0.0 <= gamma <= 1.0 or not 0.0 <= lam <= 1.0:
             raise ValueError(f"{type(self).__name__}: gamma and lam must be in [0, 1], got {gamma}, {lam}")
         self.config, self.gamma, self.lam = config, gamma, lam
-        super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs, device)
+        super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs, device, collective)
         self.pending: list[Fragment] = []
         #: per worker, the update count of the weights it was last given
         self.sent: dict[int, int] = {}
@@ -209,6 +213,15 @@ class VTraceLearner(Learner):
                 order = self.rng.permutation(batch.num_sequences)
                 minibatches = [batch.sequences(order[i:i + per]) for i in range(0, len(order), per)]
             for minibatch in minibatches:
+                if self.collective is not None:  # a learner group: this rank's sequences, summed
+                    term, norm, rho, loss_or_none = self._group_update(minibatch)
+                    norms.append(norm)
+                    terms.append(term)
+                    rhos.append(rho)
+                    if epoch == 0 and loss_or_none is not None:
+                        targets.append(loss_or_none.vs)
+                        values.append(loss_or_none.values)
+                    continue
                 loss = self.loss(minibatch)
                 norms.append(self._step(loss.terms.loss, c.max_grad_norm))
                 terms.append(loss.terms)
@@ -221,13 +234,52 @@ class VTraceLearner(Learner):
         self.merge_stats(NormStats.merge_all([f.batch.norm_stats for f in fragments]))
         return self._metrics(terms, norms, rhos, targets, values, staleness, len(batch), start)
 
+    def _group_update(self, minibatch: Fragment) -> tuple[LossTerms, float, float, VTraceLoss | None]:
+        """A learner group member's step on ``minibatch``: the loss on this rank's sequences
+        (`Collective.part`; advantages standardized with the whole minibatch's moments, one
+        allreduce), weighted by their share of its rows, summed over the group (`_group_step`).
+        Returns the minibatch's loss statistics, gradient norm and mean rho, and this rank's
+        loss (None: it had no sequences)."""
+        collective = self.collective
+        assert collective is not None
+        seqs = collective.part(minibatch.num_sequences)
+        normalize = self._group_normalized if self.config.normalize_advantages else None
+        if seqs.stop == seqs.start:
+            if normalize is not None:
+                normalize(torch.zeros(0))
+            term, norm, (rho,) = self._group_step(None, 0.0, self.config.max_grad_norm, [0.0])
+            return term, norm, rho, None
+        part = minibatch.sequences(np.arange(seqs.start, seqs.stop))
+        share = len(part.batch) / len(minibatch.batch)
+        loss = self.loss(part, normalize)
+        term, norm, (rho,) = self._group_step(loss.terms, share, self.config.max_grad_norm,
+                                              [share * loss.rho_mean])
+        return term, norm, rho, loss
+
+    def _group_normalized(self, advantages: torch.Tensor) -> torch.Tensor:
+        """``advantages`` standardized with the mean and (unbiased) deviation of the whole
+        minibatch's, summed over the group."""
+        assert self.collective is not None
+        a = advantages.double()
+        moments = torch.stack([a.new_tensor(float(len(a))), a.sum(), a.square().sum()])
+        self.collective.allreduce_(moments)
+        n, total, squares = (float(x) for x in moments)
+        if n < 2:
+            return advantages
+        mean = total / n
+        std: float = max((squares - n * mean * mean) / (n - 1), 0.0) ** 0.5
+        standardized: torch.Tensor = (advantages - mean) / (std + 1e-8)
+        return standardized
+
     # -- the loss ---------------------------------------------------------------------------
 
-    def loss(self, f: Fragment) -> VTraceLoss:
+    def loss(self, f: Fragment,
+             normalize: Callable[[torch.Tensor], torch.Tensor] | None = None) -> VTraceLoss:
         """The loss on one minibatch of whole sequences (V-trace with the current critic):
         policy term + `vf_coef * 0.5 * E[(v - vs)^2]` - `ent_coef * E[entropy]`. A recurrent
         policy runs its cores over the sequences from their recorded states (the fragment's
-        `starts` and `initial_state`)."""
+        `starts` and `initial_state`). ``normalize``: how to standardize the advantages
+        instead of over ``f`` (a learner group's, over its whole minibatch)."""
         b, dev, policy = f.batch, self.device, self.policy
         inputs = MinibatchInputs.of(f, dev, policy, f"{type(self).__name__}.loss")
         behaviour = torch.as_tensor(b.logp, device=dev)
@@ -243,7 +295,9 @@ class VTraceLearner(Learner):
                          tm(b.truncateds), self.gamma, self.lam, self.config.rho_clip, self.config.c_clip)
         vs_flat, adv_flat = _flat(vs), _flat(adv)
         advantages = torch.as_tensor(adv_flat, device=dev)
-        if self.config.normalize_advantages and len(adv_flat) > 1:
+        if normalize is not None:  # a learner group's: over the whole minibatch
+            advantages = normalize(advantages)
+        elif self.config.normalize_advantages and len(adv_flat) > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         pg = self._policy_terms(out, logp, behaviour, target_logp, target_out, advantages)
         v_loss = 0.5 * (v - torch.as_tensor(vs_flat, device=dev)).square().mean()
@@ -274,6 +328,8 @@ class VTraceLearner(Learner):
         def mean(xs: list[float]) -> float:
             return float(np.mean(xs)) if xs else math.nan
 
+        if not targets:  # a learner group member that had no sequences in the first epoch
+            targets, values = [np.zeros(1, np.float32)], [np.zeros(1, np.float32)]
         vs, v = np.concatenate(targets), np.concatenate(values)
         var = float(np.var(vs))
         return VTraceMetrics(
@@ -323,11 +379,12 @@ class IMPALALearner(VTraceLearner):
         seed: int = 0,
         env_kwargs: Mapping[str, Any] | None = None,
         device: Device = "cpu",
+        collective: Collective | None = None,
         *,
         gamma: float = 0.99,
         lam: float = 1.0,
     ) -> None:
-        super().__init__(env, config or IMPALAConfig(), policy, seed, env_kwargs, device,
+        super().__init__(env, config or IMPALAConfig(), policy, seed, env_kwargs, device, collective,
                          gamma=gamma, lam=lam)
 
     def _target(self, inputs: MinibatchInputs,
@@ -361,11 +418,12 @@ class APPOLearner(VTraceLearner):
         seed: int = 0,
         env_kwargs: Mapping[str, Any] | None = None,
         device: Device = "cpu",
+        collective: Collective | None = None,
         *,
         gamma: float = 0.99,
         lam: float = 1.0,
     ) -> None:
-        super().__init__(env, config or APPOConfig(), policy, seed, env_kwargs, device,
+        super().__init__(env, config or APPOConfig(), policy, seed, env_kwargs, device, collective,
                          gamma=gamma, lam=lam)
         self.target: ActorCritic = copy.deepcopy(self.policy)
         self.target.requires_grad_(False)

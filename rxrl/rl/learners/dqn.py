@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +16,7 @@ from rxrl.envs.vector import EnvSpaces
 from rxrl.rl.config import DQNConfig, QNetConfig
 from rxrl.rl.data.metrics import TrainMetrics
 from rxrl.rl.data.transitions import TransitionBatch
+from rxrl.rl.learners.adam import Adam
 from rxrl.rl.models.policy import Weights
 from rxrl.rl.models.qnet import QNetwork, make_q_network
 
@@ -190,13 +191,67 @@ class DQNLearner:
         )
 
 
-def _adam(net: torch.nn.Module, lr: float, eps: float) -> torch.optim.Adam:
-    """Adam, fused where torch supports it on this device (CPU from torch 2.4): ~12 % less
-    time per DQN step with a 64x64 net, where per-op overhead dominates."""
-    try:
-        return torch.optim.Adam(net.parameters(), lr=lr, eps=eps, fused=True)
-    except RuntimeError:
-        return torch.optim.Adam(net.parameters(), lr=lr, eps=eps)
+class FusedAdam(Adam):
+    """``torch.optim.Adam(params, lr=lr, eps=eps, fused=True)`` on the CPU, bit for bit (the
+    same ``torch._fused_adam_`` kernel on the same tensors), without ``torch.optim``.
+
+    Any ``torch.optim`` optimizer imports ``torch._dynamo`` when it is built (its
+    ``add_param_group`` is wrapped to stay out of ``torch.compile`` graphs): ~70 MB of private
+    memory in a DQN learner's process, a fifth of it (docs/benchmarks.md, "Memory (issue 23)").
+    Its `state_dict` is ``torch.optim.Adam(fused=True)``'s (``"fused": True``; float32 step
+    counts on the parameters' device, as torch's fused path keeps them), and `load_state_dict`
+    takes that of either Adam, fused or not: a checkpoint written before loads, and one
+    written now loads into ``torch.optim.Adam``.
+    """
+
+    def __init__(self, params: Iterable[torch.Tensor], lr: float, eps: float = 1e-8,
+                 betas: tuple[float, float] = (0.9, 0.999)) -> None:
+        super().__init__(params, lr, eps, betas)
+        self.param_groups[0]["fused"] = True
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One Adam update of every parameter that has a gradient: torch's fused path (step
+        counts ``+ 1``, then one ``torch._fused_adam_`` call over all of them)."""
+        group = self.param_groups[0]
+        beta1, beta2 = group["betas"]
+        live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if not live:
+            return
+        for i in live:
+            if self.steps[i] is None:
+                p = self.params[i]
+                self.steps[i] = torch.zeros((), dtype=torch.float32, device=p.device)
+                self.exp_avgs[i] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                self.exp_avg_sqs[i] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        params = [self.params[i] for i in live]
+        steps = [cast(torch.Tensor, self.steps[i]) for i in live]
+        torch._foreach_add_(steps, 1)
+        torch._fused_adam_(
+            params, [cast(torch.Tensor, p.grad) for p in params],
+            [cast(torch.Tensor, self.exp_avgs[i]) for i in live],
+            [cast(torch.Tensor, self.exp_avg_sqs[i]) for i in live], [], steps,
+            amsgrad=False, lr=float(group["lr"]), beta1=beta1, beta2=beta2, weight_decay=0.0,
+            eps=group["eps"], maximize=False, grad_scale=None, found_inf=None)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore a `state_dict` of this class or of ``torch.optim.Adam``, fused or not."""
+        groups = [{**g, "fused": None} for g in state_dict["param_groups"]]
+        super().load_state_dict({**state_dict, "param_groups": groups})
+        for i, p in enumerate(self.params):  # fused: the step counts live on the parameter's device
+            step = self.steps[i]
+            if step is not None:
+                self.steps[i] = step.to(p.device)
 
 
-__all__ = ["Q_UNREPORTED", "DQNLearner", "dqn_loss", "huber", "td_targets"]
+def _adam(net: torch.nn.Module, lr: float, eps: float) -> Adam:
+    """Adam, fused where torch has the CPU kernel (from torch 2.4): ~12 % less time per DQN
+    step with a 64x64 net, where per-op overhead dominates; else rxrl's `Adam` (torch's
+    single-tensor path, bit for bit). Neither imports ``torch._dynamo`` (`FusedAdam`)."""
+    if hasattr(torch, "_fused_adam_") and all(p.device.type == "cpu" and p.dtype in (
+            torch.float32, torch.float64) for p in net.parameters()):
+        return FusedAdam(net.parameters(), lr=lr, eps=eps)
+    return Adam(net.parameters(), lr=lr, eps=eps)
+
+
+__all__ = ["Q_UNREPORTED", "DQNLearner", "FusedAdam", "dqn_loss", "huber", "td_targets"]

@@ -322,6 +322,9 @@ class DQNConfig:
     exploration_fraction: float = attrs.field(default=0.1, validator=_unit_interval)
     replay: ReplayConfig = attrs.field(factory=ReplayConfig, validator=v.instance_of(ReplayConfig))
     q_net: QNetConfig = attrs.field(factory=QNetConfig, validator=v.instance_of(QNetConfig))
+    #: learners in a data-parallel group (`rxrl.rl.learners.collective`): each takes its share
+    #: of every replayed batch's rows and the gradients are summed over the group before each step
+    num_learners: int = attrs.field(default=1, validator=v.ge(1))
 
 
 def _clip_threshold(inst: object, attribute: attrs.Attribute[float], value: float) -> None:

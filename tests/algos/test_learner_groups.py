@@ -111,3 +111,40 @@ def test_a_ray_vtrace_group_run_replays_exactly(name: str, ray_session: None) ->
     got, trace = vtrace_records(name, {"learner.num_learners": 2}, "ray")
     replayed, _ = vtrace_records(name, {"learner.num_learners": 2}, schedule=trace)
     assert replayed == got
+
+
+DQN_SMALL = {"num_workers": 2, "fragment_length": 8, "seed": 5, "learner.replay.batch_size": 16,
+             "learner.replay.learning_starts": 64, "learner.training_intensity": 8.0}
+
+
+def dqn_records(settings: dict[str, Any], backend: str = "reference",
+                schedule: rxrl.Schedule | rxrl.Trace | None = None,
+                iterations: int = 4) -> tuple[list[dict[str, float]], rxrl.Trace]:
+    """``iterations`` records of a small DQN run and its trace."""
+    algo = get("dqn")
+    plan = algo.plan(with_settings(algo.config(), {**DQN_SMALL, **settings}), None)
+    with rxrl.run(plan | ops.take(iterations), backend, schedule=schedule) as r:
+        return [deterministic_fields(m) for m in r], r.trace
+
+
+def test_a_dqn_group_follows_one_learner() -> None:
+    one, _ = dqn_records({})
+    two, _ = dqn_records({"learner.num_learners": 2})
+    assert [r["env_steps_sampled"] for r in two] == [r["env_steps_sampled"] for r in one]
+    for a, b in zip(one, two, strict=True):
+        assert b["train/value_loss"] == pytest.approx(a["train/value_loss"], rel=1e-3, abs=1e-6)
+    algo = get("dqn")
+    shown = rxrl.show(algo.plan(with_settings(algo.config(), {**DQN_SMALL, "learner.num_learners": 2}), None))
+    assert "call_all(DQNLearner-allreduce×2, train_on_batches" in shown
+
+
+def test_a_ray_dqn_group_run_replays_exactly(ray_session: None) -> None:
+    got, trace = dqn_records({"learner.num_learners": 2}, "ray")
+    replayed, _ = dqn_records({"learner.num_learners": 2}, schedule=trace)
+    assert replayed == got
+
+
+def test_apex_refuses_a_learner_group_in_one_line() -> None:
+    algo = get("apex")
+    with pytest.raises(ValueError, match="Ape-X trains with one learner"):
+        with_settings(algo.config(), {"learner.num_learners": 2})

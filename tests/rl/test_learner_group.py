@@ -13,16 +13,27 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rxrl.rl import APPOConfig, IMPALAConfig, PPOConfig, RolloutWorker, SampleBatch
+from rxrl.rl import (
+    APPOConfig,
+    DQNConfig,
+    IMPALAConfig,
+    PPOConfig,
+    QRolloutWorker,
+    RolloutWorker,
+    SampleBatch,
+    TransitionBatch,
+)
 from rxrl.rl.data.fragment import Fragment
 from rxrl.rl.learners.actor_critic import A2CLearner, Learner, PPOLearner
 from rxrl.rl.learners.collective import Collective, Rendezvous
+from rxrl.rl.learners.dqn import DQNLearner
 from rxrl.rl.learners.vtrace import APPOLearner, IMPALALearner
 
 ENV = "CartPole-v1"
@@ -33,14 +44,14 @@ def batch() -> SampleBatch:
     return RolloutWorker(ENV, num_envs=2, fragment_length=40, seed=3).sample()
 
 
-def run_group(make: Callable[[Collective], Learner], n: int, train: Callable[[Learner], Any],
-              timeout_s: float = 60.0) -> list[Learner]:
+def run_group(make: Callable[[Collective], Any], n: int, train: Callable[[Any], Any],
+              timeout_s: float = 60.0) -> list[Any]:
     """``n`` group members (threads, as the in-process backends run them), each ``train``ed."""
     rendezvous = Rendezvous.open(n, timeout_s=timeout_s)
     learners = [make(Collective(rendezvous, rank)) for rank in range(n)]
     errors: list[BaseException] = []
 
-    def member(learner: Learner) -> None:
+    def member(learner: Any) -> None:
         try:
             train(learner)
         except BaseException as e:  # reported below
@@ -75,7 +86,7 @@ def test_a_ppo_group_ends_where_one_learner_does(batch: SampleBatch, rows: int, 
     alone = single.train(part)
     reports: list[Any] = []
     group = run_group(lambda c: PPOLearner(ENV, config, seed=1, collective=c), n,
-                      lambda learner: reports.append(learner.train(part)))  # type: ignore[attr-defined]
+                      lambda learner: reports.append(learner.train(part)))
     for a, b in zip(params(single), params(group[0]), strict=True):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
     for other in group[1:]:
@@ -148,7 +159,7 @@ def test_a_vtrace_group_ends_where_one_learner_does(fragments: list[Fragment], a
     alone = single.train(fragments)
     reports: list[Any] = []
     group = run_group(lambda c: cls(ENV, config, seed=1, collective=c), n,
-                      lambda learner: reports.append(learner.train(fragments)))  # type: ignore[attr-defined]
+                      lambda learner: reports.append(learner.train(fragments)))
     for a, b in zip(params(single), params(group[0]), strict=True):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
     for other in group[1:]:
@@ -157,3 +168,37 @@ def test_a_vtrace_group_ends_where_one_learner_does(fragments: list[Fragment], a
         assert report.num_updates == alone.num_updates
         assert report.rho_mean == pytest.approx(alone.rho_mean, rel=1e-4)
         assert report.grad_norm == pytest.approx(alone.grad_norm, rel=1e-4, abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def transitions() -> TransitionBatch:
+    return QRolloutWorker(ENV, num_envs=2, fragment_length=40, seed=2, epsilon=1.0, n_step=3).sample()
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.integers(1, 80), n=st.integers(2, 3), weighted=st.booleans(), steps=st.integers(1, 4))
+def test_a_dqn_group_ends_where_one_learner_does(transitions: TransitionBatch, rows: int, n: int,
+                                                 weighted: bool, steps: int) -> None:
+    """The law, for DQN: ``steps`` optimizer steps on replayed batches (importance-weighted or
+    not; a batch of fewer rows than ranks leaves a rank none) end with the parameters and
+    target network one learner has, and every member reports the whole batch's priorities."""
+    part = transitions.take(slice(0, rows))
+    weights = np.linspace(0.2, 1.0, len(part), dtype=np.float32) if weighted else None
+    batch = attrs.evolve(part, weights=weights)
+    config = DQNConfig(target_update_interval=2)
+    single = DQNLearner(ENV, config, seed=1)
+    alone = [single.train(batch) for _ in range(steps)]
+    reports: dict[int, Any] = {}
+    group = run_group(lambda c: DQNLearner(ENV, config, seed=1, collective=c), n,
+                      lambda x: reports.update({id(x): [x.train(batch) for _ in range(steps)]}))
+    for a, b in zip(single.q_net.parameters(), group[0].q_net.parameters(), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+    for a, b in zip(single.target_net.parameters(), group[0].target_net.parameters(), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+    for other in group[1:]:
+        pairs = zip(group[0].q_net.parameters(), other.q_net.parameters(), strict=True)
+        assert all(torch.equal(a, b) for a, b in pairs)
+    for got in reports.values():
+        for (metrics, priorities), (want_metrics, want_priorities) in zip(got, alone, strict=True):
+            np.testing.assert_allclose(priorities, want_priorities, rtol=1e-4, atol=1e-5)
+            assert metrics.value_loss == pytest.approx(want_metrics.value_loss, rel=1e-4, abs=1e-6)

@@ -65,6 +65,12 @@ class ApeX(QSettings):
     epsilon_exponent: float = attrs.field(default=7.0, validator=float_in(0.0, 100.0))
     learner: DQNConfig = attrs.field(default=LEARNER, validator=instance_of(DQNConfig))
 
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if self.learner.num_learners != 1:
+            raise ValueError("ApeX.learner.num_learners must be 1: Ape-X trains with one learner "
+                             "(learner groups: ppo, impala, appo, dqn)")
+
     def epsilon(self, index: int) -> float:
         """Worker ``index``'s fixed epsilon."""
         return apex_epsilon(index, self.num_workers, self.epsilon_base, self.epsilon_exponent)

@@ -53,6 +53,7 @@ from rxrl.rl.workers.qworker import TransitionWorker
 
 if TYPE_CHECKING:  # rxrl.training.checkpoint imports the algorithms: the type only, to avoid a cycle
     from rxrl.algos.spec import Snapshot
+    from rxrl.rl.learners.collective import Rendezvous
     from rxrl.rl.learners.dqn import DQNLearner  # torch: the types only, here
     from rxrl.rl.models.greedy import GreedyPolicy
     from rxrl.rl.models.qnet import QNetwork
@@ -304,13 +305,20 @@ class ReplayLearnerFactory(Generic[RL]):
     cls: Callable[..., RL]
     settings: ReplaySettings
     start: Start | None = None
+    #: a learner group's meeting point: learner ``index`` is its rank ``index``
+    rendezvous: Rendezvous | None = None
 
     def __call__(self, index: int) -> RL:
         import torch  # where the learner is built
 
         s = self.settings
         torch.set_num_threads(s.learner_threads)
-        learner = self.cls(registered_id(s.env), s.learner, seed=s.seed, env_kwargs=s.env_kwargs)
+        group: dict[str, Any] = {}
+        if self.rendezvous is not None:
+            from rxrl.rl.learners.collective import Collective
+
+            group["collective"] = Collective(self.rendezvous, index)
+        learner = self.cls(registered_id(s.env), s.learner, seed=s.seed, env_kwargs=s.env_kwargs, **group)
         if self.start is not None:
             learner.load_state_dict(self.start.learner_state)
         return learner
@@ -397,8 +405,16 @@ def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSche
     """``num_workers`` workers (``epsilon(i)`` each), a `DQNLearner` and ``shards`` replay shards."""
     workers = rxrl.indexed_actors(Pickled.of(QWorkerFactory(config, epsilon, start)), config.num_workers,
                                   name="QRolloutWorker")
-    learner = rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQN_LEARNER, config, start)), 1,
-                                  name="DQNLearner")
+    n = config.learner.num_learners
+    if n > 1:  # a learner group: every member gets every batch and trains its share of the rows
+        from rxrl.rl.learners.collective import Rendezvous  # torch: on the driver, for groups only
+
+        learner = rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQN_LEARNER, config, start,
+                                                                      Rendezvous.open(n))),
+                                      n, name="DQNLearner-allreduce")
+    else:
+        learner = rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQN_LEARNER, config, start)), 1,
+                                      name="DQNLearner")
     replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), shards, name="ReplayShard")
     return QGroups(workers, learner, replay, start, config.learner_queue)
 

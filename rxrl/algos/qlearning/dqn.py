@@ -21,7 +21,14 @@ from rxrl.algos.qlearning.common import (
     make_q_groups,
     snapshot,
 )
-from rxrl.algos.qlearning.steps import QProgress, sample_batches, set_q_weights, store_round, train_on_batches
+from rxrl.algos.qlearning.steps import (
+    QProgress,
+    QTrained,
+    sample_batches,
+    set_q_weights,
+    store_round,
+    train_on_batches,
+)
 from rxrl.algos.spec import Algorithm
 from rxrl.rl import DQNConfig, LinearSchedule, Metrics, QRolloutWorker, epsilon_schedule
 
@@ -79,20 +86,30 @@ def plan(config: DQN, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:
              | ops.barrier()                                     # one round, all sampled with one weights
              | ops.call(g.replay, store_round)                   # into the replay; episodes come back
              | ops.map(progress.observe_stored_round))           # env steps, episodes
-    train = (rxrl.from_actors(g.replay, sample_batches(config.updates_per_call))  # or NOT_READY
-             | ops.gather()                                      # (until learning_starts)
-             | ops.call(g.learner, train_on_batches,              # a step per batch; target by steps;
-                        max_in_flight=config.learner_queue)      # the next call waits at the learner
+    batches = (rxrl.from_actors(g.replay, sample_batches(config.updates_per_call))  # or NOT_READY
+               | ops.gather())                                     # (until learning_starts)
+    if g.learner.size > 1:  # a learner group: each member its share of every batch's rows
+        trained = (batches | ops.call_all(g.learner, train_on_batches, max_in_flight=config.learner_queue)
+                   | ops.map(first_trained))
+    else:
+        trained = batches | ops.call(g.learner, train_on_batches,  # a step per batch; target by steps;
+                                     max_in_flight=config.learner_queue)  # the next call waits there
+    train = (trained
              | ops.broadcast(g.workers, set_q_weights)           # reaches every worker before its next sample
              | ops.map(progress.observe_trained))                # Metrics
     return ops.alongside(train, store, weights=[config.calls_per_round, 1])  # the training intensity
+
+
+def first_trained(replies: list[QTrained]) -> QTrained:
+    """A learner group's reply: its first member's (all members hold the same weights)."""
+    return replies[0]
 
 
 #: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies
 #: them for that env; ``--set`` overrides them).
 TUNED: Mapping[str, Mapping[str, Any]] = {}
 
-__all__ = ["SPEC", "DQN", "LEARNER", "TUNED", "groups", "plan"]
+__all__ = ["SPEC", "DQN", "LEARNER", "TUNED", "first_trained", "groups", "plan"]
 
 #: what the registry reads (`rxrl.algos.ALGORITHMS`)
 SPEC = Algorithm("dqn", DQN, plan, cast(Any, groups), 100_000, TUNED,

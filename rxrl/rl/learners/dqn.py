@@ -6,7 +6,7 @@ import copy
 import math
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +19,9 @@ from rxrl.rl.data.transitions import TransitionBatch
 from rxrl.rl.learners.adam import Adam
 from rxrl.rl.models.policy import Weights
 from rxrl.rl.models.qnet import QNetwork, make_q_network
+
+if TYPE_CHECKING:  # torch.distributed: imported by a learner group's members only
+    from rxrl.rl.learners.collective import Collective
 
 
 def td_targets(
@@ -90,8 +93,11 @@ class DQNLearner:
         q_net: QNetConfig | None = None,
         seed: int = 0,
         env_kwargs: Mapping[str, Any] | None = None,
+        collective: Collective | None = None,
     ) -> None:
         self.config = config = config or DQNConfig()
+        #: this learner's place in a learner group (`rxrl.rl.learners.collective`), or None
+        self.collective = collective
         self.spaces = env if isinstance(env, EnvSpaces) else EnvSpaces.of(env, env_kwargs)
         self.q_net: QNetwork = make_q_network(
             self.spaces.observation, self.spaces.action, q_net or config.q_net, seed
@@ -103,14 +109,30 @@ class DQNLearner:
 
     def train(self, batch: TransitionBatch) -> tuple[TrainMetrics, npt.NDArray[np.float32]]:
         """One optimizer step on `batch`; returns the metrics and the rows' new priorities."""
-        start, c = time.perf_counter(), self.config
+        start = time.perf_counter()
         if len(batch) == 0:
             raise ValueError("DQNLearner.train: got an empty batch")
-        t = torch.as_tensor
+        if self.collective is not None:
+            return self._group_train(batch, start)
+        loss, td, q_taken, targets = self._loss(batch, slice(None))
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.autograd.backward(loss)
+        norm = self._clipped_step()
+        metrics = self._metrics(loss, q_taken.detach(), targets, norm, len(batch), start)
+        return metrics, td.abs().numpy().astype(np.float32, copy=False)
+
+    def _loss(self, batch: TransitionBatch, rows: slice) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                                 torch.Tensor]:
+        """The TD loss of ``batch``'s ``rows`` (their mean), their TD errors, Q(s, a) and targets."""
+        c = self.config
+
+        def t(a: npt.NDArray[Any]) -> torch.Tensor:
+            return torch.as_tensor(a[rows])
+
         obs, next_obs = t(batch.obs), t(batch.next_obs)
         if c.double_q:  # one forward of the online net over obs and next_obs together
             q_both = self.q_net(torch.cat([obs, next_obs]))
-            q_all, next_online = q_both[: len(batch)], q_both[len(batch) :].detach()
+            q_all, next_online = q_both[: len(obs)], q_both[len(obs) :].detach()
         else:
             q_all, next_online = self.q_net(obs), None
         with torch.no_grad():
@@ -121,16 +143,43 @@ class DQNLearner:
         q_taken = q_all.gather(1, t(batch.actions).long().unsqueeze(1)).squeeze(1)
         weights = None if batch.weights is None else t(batch.weights)
         loss, td = dqn_loss(q_taken, targets, weights, c.huber_delta)
-        self.optimizer.zero_grad(set_to_none=True)
-        torch.autograd.backward(loss)
+        return loss, td, q_taken, targets
+
+    def _clipped_step(self) -> float:
+        """Clip the gradients, step, move the target net when due; the pre-clipping norm."""
+        c = self.config
         limit = math.inf if c.max_grad_norm is None else c.max_grad_norm
         norm = float(torch.nn.utils.clip_grad_norm_(self.q_net.parameters(), limit))
         self.optimizer.step()
         self.num_updates += 1
         if self.num_updates % c.target_update_interval == 0:
             self.update_target(c.tau)
-        metrics = self._metrics(loss, q_taken.detach(), targets, norm, len(batch), start)
-        return metrics, td.abs().numpy().astype(np.float32, copy=False)
+        return norm
+
+    def _group_train(self, batch: TransitionBatch,
+                     start: float) -> tuple[TrainMetrics, npt.NDArray[np.float32]]:
+        """A learner group member's step: the loss on this rank's rows (`Collective.part`),
+        weighted by their share; gradients, the loss and every row's TD error, Q(s, a) and
+        target (each rank filling its rows) summed over the group in one allreduce; then the
+        same clipped step on every rank. Reports and priorities are the whole batch's."""
+        collective = self.collective
+        assert collective is not None
+        n, rows = len(batch), collective.part(len(batch))
+        columns = np.zeros((3, n), np.float64)  # |TD|, Q(s, a), target per row
+        loss_share = 0.0
+        self.optimizer.zero_grad(set_to_none=True)
+        if rows.stop > rows.start:
+            share = (rows.stop - rows.start) / n
+            loss, td, q_taken, targets = self._loss(batch, rows)
+            torch.autograd.backward(loss * share)
+            loss_share = share * float(loss.detach())
+            columns[:, rows] = np.stack([td.abs().numpy(), q_taken.detach().numpy(), targets.numpy()])
+        summed = collective.sum_gradients_(list(self.q_net.parameters()), [loss_share, *columns.ravel()])
+        norm = self._clipped_step()
+        full = np.asarray(summed[1:], np.float32).reshape(3, n)
+        metrics = self._metrics(torch.tensor(summed[0]), torch.as_tensor(full[1]), torch.as_tensor(full[2]),
+                                norm, n, start)
+        return metrics, full[0]
 
     def update_target(self, tau: float = 1.0) -> None:
         """Move the target network to `tau * online + (1 - tau) * target` (`tau = 1`: copy)."""

@@ -109,7 +109,7 @@ def limits(m: a.MatchedAtari, seconds: float = 5.0) -> dict[str, float]:
                m.frame_skip * steps_per_s(m.num_envs, os.cpu_count() or 1)}
     config = PPOConfig(lr=m.lr, num_epochs=1, minibatch_size=m.minibatch_size, clip_vloss=False)
     learner = PPOLearner(m.env, config, env_kwargs=m.env_kwargs())
-    env = make_env(m.env, m.env_kwargs())
+    env: Any = make_env(m.env, m.env_kwargs())  # gymnasium's close() is untyped
     acting = NumpyActorCritic(env.observation_space, env.action_space, PolicyConfig(),
                               learner.get_weights(), 0)
     env.close()

@@ -305,7 +305,8 @@ class Evaluator:
         import rxrl.rl.models.policy  # noqa: F401 - torch, and the policies' code
         from rxrl.envs.vector import make_env
 
-        make_env(config.env, config.env_kwargs, training=False).close()
+        env: Any = make_env(config.env, config.env_kwargs, training=False)  # gymnasium's close() is untyped
+        env.close()
 
     def evaluate(self, state: Mapping[str, Any], episodes: int, seed: int, iteration: int = 0,
                  env_steps: int = 0) -> EvalResult:

@@ -19,7 +19,7 @@ BREAKOUT = "MinAtar/Breakout-v1"
 @pytest.mark.parametrize(("game", "channels"), [("Asterix", 4), ("Breakout", 4), ("Freeway", 7),
                                                 ("Seaquest", 10), ("SpaceInvaders", 6)])
 def test_observations_are_channels_first_uint8(game: str, channels: int) -> None:
-    env = make_env(f"MinAtar/{game}-v1")
+    env: Any = make_env(f"MinAtar/{game}-v1")  # gymnasium's close() is untyped
     assert env.observation_space == gym.spaces.Box(0, 1, (channels, 10, 10), np.uint8)
     obs, _ = env.reset(seed=0)
     assert obs.shape == (channels, 10, 10) and obs.dtype == np.uint8 and obs.max() == 1

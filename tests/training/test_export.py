@@ -237,7 +237,7 @@ def recurrent_rollout(checkpoint: Path, seed: int) -> dict[str, np.ndarray[Any, 
     acting = greedy_policy(ckpt.algo, ckpt.config, ckpt.learner_state)
     assert isinstance(acting, RecurrentActing)
     policy, size = acting.policy, ckpt.config.policy.core_state_size
-    envs = [gym.make(ckpt.config.env, max_episode_steps=EPISODE_STEPS) for _ in range(ENVS)]
+    envs: list[Any] = [gym.make(ckpt.config.env, max_episode_steps=EPISODE_STEPS) for _ in range(ENVS)]
     obs = [np.asarray(env.reset(seed=seed + i)[0]) for i, env in enumerate(envs)]
     starts = np.ones(ENVS, bool)
     state = np.zeros((ENVS, policy.config.state_size), np.float32)

@@ -20,7 +20,7 @@ from rxrl.rl.learners.actor_critic import A2CLearner, PPOLearner
 from rxrl.rl.models.cells import Cell
 from rxrl.rl.models.forward import NumpyActorCritic
 from rxrl.rl.models.policy import make_policy
-from rxrl.rl.models.recurrent import step
+from rxrl.rl.models.recurrent import Segments, make_core, step
 from rxrl.rl.objectives.losses import TensorBatch
 from rxrl.rl.workers.rollout import RolloutWorker
 
@@ -215,3 +215,47 @@ def test_a_recurrent_policy_refuses_flat_training_with_what_to_do() -> None:
     with pytest.raises(ValueError, match="must divide fragment_length"):
         RolloutWorker("CartPole-v1", num_envs=1, fragment_length=10,
                       policy=PolicyConfig(recurrent="gru", sequence_length=4))
+
+
+@settings(max_examples=30, deadline=None)
+@given(kind=st.sampled_from(["lstm", "gru"]), num_seq=st.integers(1, 4), length=st.integers(1, 9),
+       seed=st.integers(0, 2**16))
+def test_segments_give_the_step_loops_outputs_and_gradients(kind: str, num_seq: int, length: int,
+                                                            seed: int) -> None:
+    """`Segments.run` / `run_past` (one padded core call) against the core stepped row by row,
+    the state zeroed at every start: the same outputs, and the same gradients for the inputs
+    and the core's weights."""
+    gen = torch.Generator().manual_seed(seed)
+    core = make_core(PolicyConfig(recurrent=kind, recurrent_size=3), 2, gen)  # type: ignore[arg-type]
+    starts = torch.rand(num_seq, length, generator=gen) < 0.3
+    size = 6 if kind == "lstm" else 3
+    state0 = torch.randn(num_seq, size, generator=gen)
+    x = torch.randn(num_seq * length, 2, generator=gen, requires_grad=True)
+    segments = Segments(starts)
+    ends = np.flatnonzero(segments.ends)
+    rows = torch.as_tensor(ends[torch.randperm(len(ends), generator=gen)[:3].numpy()])
+    x_past = torch.randn(len(rows), 2, generator=gen, requires_grad=True)
+    out, past = segments.run_past(core, x, state0, rows, x_past)
+    torch.testing.assert_close(out, segments.run(core, x, state0), rtol=0, atol=0)
+    weights = list(core.parameters())
+    got = torch.autograd.grad((out.square().sum() + past.sum()), [x, x_past, *weights])
+
+    loop, after = [], {}
+    for s in range(num_seq):
+        state = state0[s:s + 1]
+        for t in range(length):
+            i = s * length + t
+            if starts[s, t]:
+                state = torch.zeros_like(state)
+            h, state = step(core, x[i:i + 1], state)
+            loop.append(h)
+            after[i] = state
+    want_out = torch.cat(loop)
+    want_past = torch.cat([step(core, x_past[j:j + 1], after[int(r)])[0] for j, r in enumerate(rows)]
+                          or [torch.zeros(0, 3)])
+    torch.testing.assert_close(out, want_out, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(past, want_past, rtol=1e-5, atol=1e-6)
+    want = torch.autograd.grad((want_out.square().sum() + want_past.sum()), [x, x_past, *weights],
+                               allow_unused=True)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, torch.zeros_like(g) if w is None else w, rtol=1e-4, atol=1e-5)

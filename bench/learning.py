@@ -63,6 +63,9 @@ TARGETS = {
     "appo-cartpole": Target("appo", "CartPole-v1", 200_000, 475.0),
     "dqn-cartpole": Target("dqn", "CartPole-v1", 100_000, 475.0),
     "apex-cartpole": Target("apex", "CartPole-v1", 200_000, 475.0),
+    # issue 25: DD-PPO (every worker a learner); ``ppo-cartpole --set learner.num_learners=2``
+    # is PPO with a learner group
+    "ddppo-cartpole": Target("ddppo", "CartPole-v1", 150_000, 475.0),
     # issue 24: PPO with an LSTM (the env's tuned settings) on CartPole without velocities;
     # ``--set policy.recurrent=none`` runs the MLP beside it
     "ppo-lstm-stateless": Target("ppo", "rxrl/StatelessCartPole-v0", 500_000, 450.0),

@@ -12,7 +12,7 @@ Build a plan with sources and ``|``; run it with ``rxrl.run(plan, backend=...)``
 from typing import TYPE_CHECKING, Any
 
 from rxrl import _aliases, ops
-from rxrl.actors import ActorGroup, Tagged, actors, indexed_actors
+from rxrl.actors import ActorGroup, Placement, Tagged, actors, indexed_actors
 from rxrl.errors import (
     ActorError,
     DeadlockError,
@@ -40,7 +40,7 @@ _aliases.install()  # old module paths (`rxrl._aliases.MOVED`) keep importing
 
 __all__ = [
     "NOT_READY", "ActorError", "ActorGroup", "Backend", "Callback", "Collect", "DeadlockError", "Event",
-    "LocalOp", "NotReady", "Op", "OperatorError", "Plan", "PlanError", "Run", "RxrlError",
+    "LocalOp", "NotReady", "Op", "OperatorError", "Placement", "Plan", "PlanError", "Run", "RxrlError",
     "Schedule", "ScheduleError", "Shards", "Tagged", "Trace", "TrainResult", "Trainer",
     "WaitTimeoutError", "actors",
     "from_actors", "from_iterable", "from_iterables", "from_observable", "indexed_actors",

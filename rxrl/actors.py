@@ -32,6 +32,59 @@ class _Construct:
         return self.cls(*self.args, **self.kwargs)
 
 
+#: what `Placement.strategy` may be
+STRATEGIES = ("any", "pack", "spread")
+
+
+@attrs.frozen
+class Placement:
+    """Where a distributed backend puts a group's actors (`ActorGroup.placed`).
+
+    ``strategy``: ``"any"`` (wherever the backend finds room), ``"pack"`` (on as few nodes as
+    possible) or ``"spread"`` (across as many nodes as possible) — on Ray, a placement group of
+    one bundle per actor with the ``PACK`` or ``SPREAD`` strategy; ``labels``: only on nodes
+    with these labels (Ray's ``label_selector``; nodes are labelled with ``ray start --labels``).
+    Written as text: ``"spread"``, ``"pack"``, ``"zone=a,disk=ssd"`` (`parse`).
+
+    >>> Placement.parse("spread")
+    Placement(strategy='spread', labels={})
+    >>> Placement.parse("zone=a,disk=ssd")
+    Placement(strategy='any', labels={'zone': 'a', 'disk': 'ssd'})
+    """
+
+    strategy: str = "any"
+    labels: Mapping[str, str] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown placement {self.strategy!r}: any, pack, spread, or node "
+                             "labels as KEY=VALUE (e.g. 'zone=a')")
+        if self.strategy != "any" and self.labels:
+            raise ValueError(f"placement {self.strategy!r} takes no node labels: a placement "
+                             "group within labelled nodes is not supported; use one or the other")
+
+    @staticmethod
+    def parse(text: str) -> Placement:
+        """``"any"``, ``"pack"``, ``"spread"``, then ``KEY=VALUE`` labels, comma separated."""
+        strategy, labels = "any", {}
+        for part in (p.strip() for p in text.split(",")):
+            key, eq, value = part.partition("=")
+            if eq:
+                if not key or not value:
+                    raise ValueError(f"bad node label {part!r} in placement {text!r}: KEY=VALUE")
+                labels[key] = value
+            elif part in STRATEGIES and strategy == "any":
+                strategy = part
+            else:
+                raise ValueError(f"unknown placement {part!r} in {text!r}: any, pack, spread, or "
+                                 "node labels as KEY=VALUE (e.g. 'zone=a')")
+        return Placement(strategy, labels)
+
+    def __str__(self) -> str:
+        return ",".join([*([self.strategy] if self.strategy != "any" or not self.labels else []),
+                         *(f"{k}={v}" for k, v in self.labels.items())])
+
+
 @attrs.frozen(eq=False)
 class ActorGroup(Generic[A]):
     """``size`` actors made by ``make(index)``; a plan names the group, a backend creates it.
@@ -90,6 +143,30 @@ class ActorGroup(Generic[A]):
         True
         """
         return self.with_options(on_driver=True)
+
+    def placed(self, placement: Placement | str) -> ActorGroup[A]:
+        """A new group whose actors a distributed backend places as ``placement`` says (a
+        `Placement`, or its text: ``"spread"``, ``"pack"``, ``"zone=a"``); ``"any"`` leaves
+        the group as it is. The in-process backends ignore it.
+
+        >>> class Worker:
+        ...     pass
+        >>> actors(Worker, 4).placed("zone=a").placement
+        Placement(strategy='any', labels={'zone': 'a'})
+        """
+        where = Placement.parse(placement) if isinstance(placement, str) else placement
+        if where == Placement():
+            return self
+        if self.driver_hosted:
+            raise PlanError(repr(self), self.site, f"a group hosted on the driver cannot be placed ({where})")
+        return self.with_options(placement=where)
+
+    @property
+    def placement(self) -> Placement:
+        """Where the group's actors go (`placed`; ``Placement()``: anywhere)."""
+        where = self.options.get("placement", Placement())
+        assert isinstance(where, Placement)
+        return where
 
     @property
     def driver_hosted(self) -> bool:

@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 import rxrl
-from rxrl.actors import ActorGroup, Tagged
+from rxrl.actors import ActorGroup, Placement, Tagged
 from rxrl.envs.vector import EnvSpaces, registered_id
 from rxrl.rl.config import PolicyConfig, QNetConfig, resolve_trunk
 from rxrl.rl.data.batch import SampleBatch, standardize
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # torch: the learner's process imports these, not a driver
     from rxrl.rl.objectives.losses import Gradients
 
 L = TypeVar("L", bound="Learner")
+A = TypeVar("A")
 #: what a rollout worker's fragment is: flat transitions, or sequences (a recurrent policy's)
 Fragments = TypeVar("Fragments", SampleBatch, SequenceBatch)
 
@@ -175,6 +176,35 @@ def times(*factors: tuple[int, str]) -> str:
     return " × ".join(f"{n:,} {what}" for n, what in factors)
 
 
+def _placement(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str):
+        raise ValueError(f"placement.{attribute.name} must be text such as 'spread' or 'zone=a', "
+                         f"got {value!r}")
+    try:
+        Placement.parse(value)
+    except ValueError as e:
+        raise ValueError(f"placement.{attribute.name}: {e}") from None
+
+
+@attrs.frozen(kw_only=True)
+class PlacementSettings:
+    """Where a distributed backend puts each role's actors (`rxrl.Placement` as text: ``"any"``,
+    ``"pack"``, ``"spread"``, or node labels ``"zone=a"``, ``"zone=a,disk=ssd"``):
+    ``workers`` (rollout workers; DD-PPO's members), ``learner`` (the learner or learner group,
+    unless it is hosted on the driver) and ``replay`` (replay shards). ``rxrl train ... --set
+    placement.workers=spread``."""
+
+    workers: str = attrs.field(default="any", validator=_placement)
+    learner: str = attrs.field(default="any", validator=_placement)
+    replay: str = attrs.field(default="any", validator=_placement)
+
+
+def placed(group: ActorGroup[A], placement: str) -> ActorGroup[A]:
+    """``group`` placed as ``placement`` (`PlacementSettings`' text) says; a group hosted on
+    the driver stays there (``learner_placement="driver"``)."""
+    return group if group.driver_hosted else group.placed(placement)
+
+
 @attrs.frozen(kw_only=True)
 class RolloutSettings:
     """Settings every algorithm here shares: the env, the rollout workers and the policy.
@@ -199,6 +229,8 @@ class RolloutSettings:
     ``custom/<name>`` column, the mean over the last 100 episodes
     (`rxrl.rl.data.episode_metrics`). Imported when the settings are built: a name that does
     not import is a ValueError naming the setting.
+
+    ``placement``: where each role's actors go on a multi-node cluster (`PlacementSettings`).
     """
 
     env: str = attrs.field(default="CartPole-v1", validator=_env_id)
@@ -214,6 +246,8 @@ class RolloutSettings:
     learner_device: LearnerDevice = attrs.field(default="cpu", validator=_device)
     learner_placement: LearnerPlacement = attrs.field(default="actor", validator=valid_placement)
     episode_metrics: str | None = attrs.field(default=None, validator=_episode_metrics)
+    placement: PlacementSettings = attrs.field(factory=PlacementSettings,
+                                               validator=attrs.validators.instance_of(PlacementSettings))
 
     #: whether the plan merges the workers' running statistics on its learner (so that
     #: ``policy.normalize_obs`` / ``policy.scale_rewards`` may be set)
@@ -223,6 +257,11 @@ class RolloutSettings:
     supports_recurrence: ClassVar[bool] = False
 
     def __attrs_post_init__(self) -> None:
+        grouped = int(getattr(getattr(self, "learner", None), "num_learners", 1)) > 1
+        if self.learner_placement == "driver" and self.placement.learner != "any" and not grouped:
+            raise ValueError(f"{type(self).__name__}.placement.learner ({self.placement.learner!r}) "
+                             "places a learner actor, and this learner is hosted on the driver: "
+                             "set learner_placement=actor too")
         length = self.policy.sequence_length
         if length is not None and self.fragment_length % length:
             raise ValueError(f"{type(self).__name__}.policy.sequence_length ({length}) must divide "
@@ -479,7 +518,8 @@ def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config
     compute gradients)."""
     name = str(getattr(cls, "__name__", "Learner"))
     factory = torch_free_workers(settings, start) if torch_free else torch_workers(settings, start)
-    workers = rxrl.indexed_actors(factory, settings.num_workers, name="RolloutWorker")
+    workers = placed(rxrl.indexed_actors(factory, settings.num_workers, name="RolloutWorker"),
+                     settings.placement.workers)
     n = int(getattr(learner_config, "num_learners", 1))
     if n > 1:  # a learner group: n actors (wherever the single learner would be), one allreduce
         from rxrl.rl.learners.collective import Rendezvous  # torch: on the driver, for groups only
@@ -491,14 +531,14 @@ def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config
                                                       Rendezvous.open(n)), n, name=f"{name}-allreduce")
         if device_of(settings) != "cpu":
             learners = learners.with_options(num_gpus=1)
-        return Groups(workers, learners)
+        return Groups(workers, placed(learners, settings.placement.learner))
     learner = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start, learner_kwargs),
                                   1, name=name)
     if settings.learner_placement == "driver":
         learner = learner.on_driver()
     elif device_of(settings) != "cpu":  # Ray gives an actor a GPU only if it asks for one
         learner = learner.with_options(num_gpus=1)
-    return Groups(workers, learner)
+    return Groups(workers, placed(learner, settings.placement.learner))
 
 
 # ------------------------------------------------------------------ items and plan functions

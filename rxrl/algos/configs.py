@@ -164,6 +164,8 @@ def _coerce(value: Any, kind: Any, path: str) -> Any:
     elif kind is str:
         if isinstance(value, str):
             return value
+        if isinstance(value, list) and value and all(isinstance(x, str) for x in value):
+            return ",".join(value)  # text with commas, which parse_assignment read as a list
     elif origin is tuple:
         items = [value] if isinstance(value, int | float | str) else value
         if isinstance(items, list | tuple):

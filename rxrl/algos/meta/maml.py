@@ -21,6 +21,7 @@ from rxrl.algos.common import (
     for_workers,
     instance_of,
     int_at_least,
+    placed,
     registered_id,
     times,
 )
@@ -135,7 +136,7 @@ def groups(config: MAML, start: Start | None = None) -> MAMLGroups:
     learner = rxrl.indexed_actors(MAMLLearnerFactory(config, start), 1, name="MAMLLearner")
     if device_of(config) != "cpu":
         learner = learner.with_options(num_gpus=1)
-    return MAMLGroups(workers, learner)
+    return MAMLGroups(placed(workers, config.placement.workers), placed(learner, config.placement.learner))
 
 
 @attrs.frozen(eq=False)

@@ -18,6 +18,7 @@ from rxrl.algos.common import (
     device_of,
     instance_of,
     int_at_least,
+    placed,
 )
 from rxrl.algos.spec import Algorithm, GreedyReturns
 from rxrl.envs import make_parallel_env
@@ -291,7 +292,8 @@ def groups(config: MultiAgentPPO, start: Start | None = None) -> MultiAgentGroup
                                   name="MultiPPOLearner")
     if device_of(config) != "cpu":
         learner = learner.with_options(num_gpus=1)
-    return MultiAgentGroups(workers, learner)
+    where = config.placement
+    return MultiAgentGroups(placed(workers, where.workers), placed(learner, where.learner))
 
 
 def plan(config: MultiAgentPPO, actors: MultiAgentGroups[MultiPPOLearner] | None = None

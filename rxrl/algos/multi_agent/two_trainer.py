@@ -19,7 +19,7 @@ import torch
 import rxrl
 from rxrl import ops
 from rxrl.actors import ActorGroup
-from rxrl.algos.common import Start, device_of, instance_of, int_at_least, optional
+from rxrl.algos.common import Start, device_of, instance_of, int_at_least, optional, placed
 from rxrl.algos.multi_agent.ma_ppo import (
     LEARNER,
     GreedyReturns,
@@ -213,7 +213,10 @@ def groups(config: TwoTrainer, start: Start | None = None) -> TwoTrainerGroups:
         learner = learner.with_options(num_gpus=1)
     dqn_learner = rxrl.indexed_actors(DQNLearnerFactory(config, start), 1, name="MultiDQNLearner")
     replay = rxrl.indexed_actors(ReplayFactory(config, start), 1, name="MultiReplay")
-    return TwoTrainerGroups(workers, learner, dqn_learner, replay, resumed_stored(start))
+    where = config.placement
+    return TwoTrainerGroups(placed(workers, where.workers), placed(learner, where.learner),
+                            placed(dqn_learner, where.learner), placed(replay, where.replay),
+                            resumed_stored(start))
 
 
 def train_ppo(learner: MultiPPOLearner, rounds: list[MultiAgentBatch]) -> MultiTrained:

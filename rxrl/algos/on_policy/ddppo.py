@@ -33,6 +33,7 @@ from rxrl.algos.common import (
     episode_metric_names,
     instance_of,
     int_at_least,
+    placed,
     torch_free_workers,
 )
 from rxrl.algos.spec import Algorithm
@@ -87,7 +88,8 @@ def groups(config: DDPPO, start: Start | None = None) -> Groups[Any]:
     factory = LearnerFactory(MEMBER_CLASS, config, config.learner, start,
                              {"workers": torch_free_workers(config, start)},
                              Rendezvous.open(config.num_workers))
-    members = rxrl.indexed_actors(factory, config.num_workers, name="DDPPOLearner-allreduce")
+    members = placed(rxrl.indexed_actors(factory, config.num_workers, name="DDPPOLearner-allreduce"),
+                     config.placement.workers)
     # a member is no RolloutWorker; the plan and rxrl train use `learner` alone
     return Groups(cast(ActorGroup[RolloutWorker], members), members)
 

@@ -32,6 +32,7 @@ from rxrl.algos.common import (
     arrays_of,
     instance_of,
     int_at_least,
+    placed,
     registered_id,
     spaces_of,
     worker_seed,
@@ -416,7 +417,9 @@ def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSche
         learner = rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQN_LEARNER, config, start)), 1,
                                       name="DQNLearner")
     replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), shards, name="ReplayShard")
-    return QGroups(workers, learner, replay, start, config.learner_queue)
+    where = config.placement
+    return QGroups(placed(workers, where.workers), placed(learner, where.learner),
+                   placed(replay, where.replay), start, config.learner_queue)
 
 # ------------------------------------------------------------------ rxrl train's checkpoints
 

@@ -25,6 +25,7 @@ from rxrl.algos.common import (
     for_workers,
     instance_of,
     int_at_least,
+    placed,
     registered_id,
     spaces_of,
     worker_seed,
@@ -160,7 +161,9 @@ def groups(config: SAC, start: Start | None = None) -> SACGroups:
     learner = rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(SACLearner, config, start)), 1,
                                   name="SACLearner")
     replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), 1, name="ReplayShard")
-    return QGroups(workers, learner, replay, start, config.learner_queue)
+    where = config.placement
+    return QGroups(placed(workers, where.workers), placed(learner, where.learner),
+                   placed(replay, where.replay), start, config.learner_queue)
 
 
 def plan(config: SAC, actors: SACGroups | None = None) -> rxrl.Plan[Metrics]:

@@ -15,7 +15,7 @@ import ray
 from ray.exceptions import RayError
 
 from rxrl import graph as g
-from rxrl.actors import ActorGroup, Tagged
+from rxrl.actors import ActorGroup, Placement, Tagged
 from rxrl.backends import common
 from rxrl.backends.common import Blocked, Reporter
 from rxrl.backends.engine.stream import Request, Runtime, Shard
@@ -106,6 +106,19 @@ def materialize(x: Any) -> Any:
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
 
 
+def _pg_strategy(strategy: str, size: int, bundle: Mapping[str, float]) -> str:
+    """Ray's placement group strategy for ``pack`` / ``spread``: the strict one when the
+    cluster's nodes can hold it at all (one node with room for every bundle; a node with room
+    for one bundle per actor), which then waits for resources another run is still giving back
+    rather than settle for less; else the best-effort one."""
+    untyped: Any = ray
+    room = [min((n["Resources"].get(k, 0.0) // v if v else size) for k, v in bundle.items())
+            for n in untyped.nodes() if n["Alive"]]
+    if strategy == "pack":
+        return "STRICT_PACK" if any(r >= size for r in room) else "PACK"
+    return "STRICT_SPREAD" if sum(r >= 1 for r in room) >= size else "SPREAD"
+
+
 def creation_failure(where: str, site: str, e: RayError) -> ActorError:
     """The error of an actor Ray could not create: in one line if the workers could not
     import the module its class or functions come from, with how to ship it."""
@@ -138,6 +151,8 @@ class RayRuntime(Runtime):
         #: the specs of actors Ray may restart, kept until the run closes (`PinnedSpec`)
         self.pinned: list[PinnedSpec] = []
         self.closers: list[Callable[[], None]] = []
+        #: the placement group of each packed group (`_placement`), by group key
+        self._groups_placed: dict[str, Any] = {}
         self.closed = False
         #: requests submitted and not yet seen complete (by id)
         self.running: dict[int, RayRequest] = {}
@@ -235,12 +250,44 @@ class RayRuntime(Runtime):
         return MemberSpec(group.make, index, f"{group.name}[{index}]", group.site,
                           state.chains[index], dict(state.effects), on_restart)
 
+    def _placement(self, group: ActorGroup[Any], index: int, options: dict[str, Any]) -> None:
+        """Ray options for the group's `Placement` (popped from ``options``): node labels as a
+        ``label_selector``; ``pack`` and ``spread`` as a placement group of one bundle per actor
+        (`_pg_strategy`; made with the first actor, so that Ray places all of them at once;
+        removed when the run closes)."""
+        where: Placement | None = options.pop("placement", None)
+        if where is None:
+            return
+        if where.labels:
+            options["label_selector"] = dict(where.labels)
+        if where.strategy == "any":
+            return
+        from ray.util.placement_group import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        pg = self._groups_placed.get(group.key)
+        if pg is None:
+            cpus = float(options.get("num_cpus", 1) or 0)
+            bundle = {"CPU": cpus} if cpus else {"memory": 1.0}
+            pg = self._groups_placed[group.key] = placement_group(
+                [dict(bundle)] * group.size, strategy=_pg_strategy(where.strategy, group.size, bundle))
+            self.closers.append(lambda: remove_placement_group(pg))
+            ready, _ = ray.wait([pg.ready()], timeout=self.options.start_timeout_s)
+            if not ready:
+                raise RayTimeoutError(
+                    f"the actors of {group!r} (built at {group.site}) could not be placed "
+                    f"({where.strategy!r}: {group.size} bundles of {bundle}) within "
+                    f"start_timeout_s={self.options.start_timeout_s} s")
+        options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+            pg, placement_group_bundle_index=index)
+
     def _create(self, state: GroupState, index: int) -> Handle:
         group = state.group
         options = dict(group.options)
         options.setdefault("max_restarts", 0)
         on_restart = options.pop("on_restart", None)
         options.pop("on_driver", None)  # False: in an actor, as without it
+        self._placement(group, index, options)
         taken = sorted(set(options) & {"name", "max_task_retries", "num_returns"})
         if taken:
             raise PlanError(repr(group), group.site, f"the Ray backend sets {taken} itself",
@@ -397,6 +444,8 @@ class RayRuntime(Runtime):
                     member.host.discard()
         if self.created and ray.is_initialized():
             self._await_killed()
+        if self._groups_placed and ray.is_initialized():
+            self._await_unplaced()
         if ray.is_initialized():  # the specs go once their actors are gone
             for pinned in self.pinned:
                 pinned.delete()
@@ -409,6 +458,17 @@ class RayRuntime(Runtime):
             for ref, host in releases.items():
                 if ref not in done:
                     POOL.discard(host)
+
+    def _await_unplaced(self, timeout_s: float = 5.0) -> None:
+        """Return once Ray lists the run's placement groups as removed (their resources free
+        for the next run), or after ``timeout_s``."""
+        from ray.util.placement_group import placement_group_table
+
+        deadline = time.monotonic() + timeout_s
+        for pg in self._groups_placed.values():
+            while time.monotonic() < deadline and placement_group_table(pg).get("state") != "REMOVED":
+                time.sleep(0.02)
+        self._groups_placed.clear()
 
     def _await_killed(self, timeout_s: float = 5.0) -> None:
         """Return once Ray no longer lists the run's actors (``ray.kill`` only requests the

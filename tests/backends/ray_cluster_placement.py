@@ -1,0 +1,98 @@
+"""Run by test_ray_placement: a 3-node Ray cluster on this machine (``ray.cluster_utils``), and
+where rxrl's placements put a group's actors on it.
+
+The head has no CPU for actors; nodes ``a`` and ``b`` (labels ``zone=a`` / ``zone=b``) have
+two each. Prints one JSON line: the node (by zone) of every actor of each placement, PPO's and
+IMPALA's workers and learner placed by their settings after two training iterations, and the
+one-line error of a label no node has.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import ray
+from ray.cluster_utils import Cluster
+
+import rxrl
+from rxrl import ops
+from rxrl.algos import get
+from rxrl.algos.configs import with_settings
+
+
+class Where:
+    """An actor that says which node it runs on."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def node(self) -> str:
+        return str(ray.get_runtime_context().get_node_id())
+
+
+def node_of(actor: Any, _: object) -> str:
+    """The node an actor (of any class) runs on."""
+    return str(ray.get_runtime_context().get_node_id())
+
+
+def zones() -> dict[str, str]:
+    untyped: Any = ray
+    return {n["NodeID"]: n.get("Labels", {}).get("zone", "head") for n in untyped.nodes() if n["Alive"]}
+
+
+def placed_on(placement: str, size: int) -> list[str]:
+    group = rxrl.indexed_actors(Where, size).with_options(num_cpus=1).placed(placement)
+    plan = rxrl.from_actors(group, Where.node) | ops.barrier() | ops.take(1)
+    with rxrl.run(plan, "ray", timeout_s=60, start_timeout_s=60) as run:
+        (nodes,) = list(run)
+    z = zones()
+    return [z[n] for n in nodes]
+
+
+def trained_on(algo_name: str, settings: dict[str, Any]) -> dict[str, list[str]]:
+    algo = get(algo_name)
+    config = with_settings(algo.config(), settings)
+    plan, actors = algo.build(config)
+    probe = (plan | ops.take(2) | ops.window(2) | ops.call_all(actors.workers, node_of)
+             | ops.map(lambda w: w))
+    learner = plan | ops.take(1) | ops.call_all(actors.learner, node_of)
+    z = zones()
+    with rxrl.run(ops.zip(probe, learner), "ray", timeout_s=120, start_timeout_s=60) as run:
+        ((workers, learners),) = list(run)
+    return {"workers": [z[n] for n in workers], "learner": [z[n] for n in learners]}
+
+
+def main() -> None:
+    cluster: Any = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    for zone in ("a", "b"):
+        cluster.add_node(num_cpus=2, labels={"zone": zone})
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    try:
+        result: dict[str, Any] = {
+            "pack": placed_on("pack", 2),
+            "spread": placed_on("spread", 2),
+            "zone_b": placed_on("zone=b", 2),
+        }
+        try:
+            group = rxrl.indexed_actors(Where, 1).placed("zone=nowhere")
+            with rxrl.run(rxrl.from_actors(group, Where.node) | ops.gather(), "ray",
+                          start_timeout_s=5) as run:
+                next(iter(run))
+        except rxrl.WaitTimeoutError as e:
+            result["nowhere"] = str(e)
+        common = {"num_workers": 2, "num_envs_per_worker": 2, "fragment_length": 32,
+                  "placement.workers": "spread", "placement.learner": "zone=b",
+                  "learner_placement": "actor"}
+        result["ppo"] = trained_on("ppo", {**common, "train_batch_size": 128,
+                                           "learner.minibatch_size": 64})
+        result["impala"] = trained_on("impala", {**common, "train_batch_size": 64,
+                                                 "learner.minibatch_size": 32})
+        print(json.dumps(result))
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+if __name__ == "__main__":
+    main()

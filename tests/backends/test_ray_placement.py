@@ -1,0 +1,72 @@
+"""Placement: where a group's actors go on a multi-node Ray cluster (`rxrl.Placement`).
+
+The cluster test runs ``ray_cluster_placement.py`` in a subprocess (3 nodes on this machine,
+``ray.cluster_utils``; the session's Ray stays up). Law: ``pack`` puts a group on one node,
+``spread`` on as many as it has actors (when the cluster has that many), node labels on
+matching nodes only; PPO's and IMPALA's workers and learners go where their settings say; a
+label no node has is a timeout naming the actor and its placement, not a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rxrl
+from rxrl.algos import get
+from rxrl.algos.configs import with_settings
+
+SCRIPT = Path(__file__).with_name("ray_cluster_placement.py")
+
+
+@pytest.mark.timeout(300)
+def test_placements_on_a_three_node_cluster() -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=290,
+                          env=env, cwd=Path(__file__).parents[2], check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(set(r["pack"])) == 1 and "head" not in r["pack"]
+    assert sorted(r["spread"]) == ["a", "b"]
+    assert r["zone_b"] == ["b", "b"]
+    assert "Where[0]" in r["nowhere"] and "'zone': 'nowhere'" in r["nowhere"]
+    for algo in ("ppo", "impala"):
+        assert sorted(r[algo]["workers"]) == ["a", "b"], r
+        assert r[algo]["learner"] == ["b"], r
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("bogus", "unknown placement 'bogus'"),
+    ("spread,pack", "unknown placement 'pack'"),
+    ("zone=", "bad node label 'zone='"),
+    ("spread,zone=a", "takes no node labels"),
+])
+def test_bad_placements_are_one_line_errors(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        rxrl.Placement.parse(text)
+    with pytest.raises(ValueError, match=message):
+        with_settings(get("ppo").config(), {"placement.workers": text})
+
+
+def test_a_placement_reaches_the_groups_and_any_leaves_them_alone() -> None:
+    algo = get("dqn")
+    actors: Any = algo.build(with_settings(algo.config(), {"placement.workers": "spread",
+                                                           "placement.replay": "zone=a"}))[1]
+    assert actors.workers.placement == rxrl.Placement("spread")
+    assert actors.replay.placement == rxrl.Placement(labels={"zone": "a"})
+    assert actors.learner.placement == rxrl.Placement()
+    assert "placement" not in actors.learner.options
+
+
+def test_placing_a_learner_hosted_on_the_driver_is_refused_in_one_line() -> None:
+    algo = get("ppo")  # its learner is on the driver by default
+    with pytest.raises(ValueError, match="hosted on the driver: set learner_placement=actor"):
+        with_settings(algo.config(), {"placement.learner": "spread"})
+    grouped = with_settings(algo.config(), {"placement.learner": "spread", "learner.num_learners": 2})
+    assert algo.build(grouped)[1].learner.placement == rxrl.Placement("spread")

@@ -62,6 +62,7 @@ def main() -> None:
 
         # no restarts: the actors must live on the second doomed node (a resource only it has)
         node = cluster.add_node(num_cpus=1, resources={"doomed_too": 1})
+        doomed_too = node_id_with("doomed_too")
         stopped = ""
         group = rxrl.indexed_actors(Worker, 2).with_options(num_cpus=0, resources={"doomed_too": 0.1})
         plan = rxrl.from_actors(group, Worker.sample) | ops.gather()
@@ -73,7 +74,7 @@ def main() -> None:
         except rxrl.ActorError as e:
             stopped = str(e)
         print(json.dumps({"doomed": node_id, "replacement": replacement, "before": before,
-                          "stopped": stopped,
+                          "stopped": stopped, "doomed_too": doomed_too,
                           "restarted_on": sorted({w for w in after if w != node_id})}))
     finally:
         ray.shutdown()

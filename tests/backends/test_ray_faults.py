@@ -378,3 +378,4 @@ def test_a_cluster_that_loses_a_node_restarts_its_actors_on_a_new_node_or_stops_
     assert result["before"] and set(result["before"]) == {result["doomed"]}
     assert result["restarted_on"] == [result["replacement"]]
     assert "died while running gather(max_in_flight=1)" in result["stopped"]
+    assert f"on node {result['doomed_too'][:12]} (" in result["stopped"]  # the lost node, named

@@ -205,8 +205,8 @@ class Host:
                         f"{spec.site}) raised {type(e).__name__}: {e}"))
 
     def ready(self) -> str | Failure:
-        """``OK``, or the failure of the constructor."""
-        return self.broken or OK
+        """The id of the node it runs on, or the failure of the constructor."""
+        return self.broken or str(ray.get_runtime_context().get_node_id())
 
     # Ray charges every task argument a fixed cost (~70 us for the first, ~17 us for each
     # more, on 2 cores): the hot methods take as few as they can. ``next`` pulls the actor's
@@ -284,7 +284,8 @@ class Host:
 
     def refresh(self, effects: list[tuple[int, Shape, int | None, Any, tuple[Any, ...]]]
                 ) -> str | Failure:
-        """Re-apply the latest broadcasts (after a restart), then serve requests again."""
+        """Re-apply the latest broadcasts (after a restart), then serve requests again; the id
+        of the node it now runs on, or a failure."""
         if self.broken is not None:
             return self.broken
         for fn_id, shape, shard, group, values in effects:
@@ -296,7 +297,7 @@ class Host:
             except Exception as e:
                 return Failure("operator", portable(e, self.where), node.label, node.site)
         self.stale = False
-        return OK
+        return str(ray.get_runtime_context().get_node_id())
 
     def discard(self) -> None:
         """Let go of the actor and its open chains (a driver-hosted actor whose run ended)."""

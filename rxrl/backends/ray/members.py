@@ -209,6 +209,8 @@ class Member(Target):
         self.max_restarts: int = group.options.get("max_restarts", 0)
         self.epoch = 0
         self.restarts = 0
+        #: the id of the node the actor runs on (known once it is constructed)
+        self.node_id: str | None = None
         self.lock = threading.RLock()
         #: requests submitted and not yet read, in submission order
         self.outstanding: dict[int, RayRequest] = {}
@@ -283,6 +285,7 @@ class Member(Target):
                     continue
                 if isinstance(status, Failure):
                     raise_failure(status)
+                self.node_id = status
                 self.epoch += 1
                 break
             for request in list(self.outstanding.values()):  # in submission order
@@ -295,8 +298,25 @@ class Member(Target):
                   if self.max_restarts == 0 else
                   f"Ray gave up restarting it (max_restarts={self.max_restarts})")
         reason = _reason(cause) if cause is not None else "it was restarted"
-        return ActorError(f"actor {self.where} (group built at {group.site}) died while "
-                          f"running {node.describe()}: {reason}; {policy}")
+        return ActorError(f"actor {self.where} (group built at {group.site}) {_on_node(self.node_id)}died "
+                          f"while running {node.describe()}: {reason}; {policy}")
+
+
+def _on_node(node_id: str | None) -> str:
+    """``"on node <id> (<address>, lost) "`` for a death message: the node an actor ran on, its
+    address and whether Ray still counts it alive; empty when unknown."""
+    if node_id is None:
+        return ""
+    untyped: Any = ray
+    try:
+        nodes = {n["NodeID"]: n for n in untyped.nodes()}
+    except Exception:  # the cluster itself is going: the id alone
+        nodes = {}
+    info = nodes.get(node_id)
+    if info is None:
+        return f"on node {node_id[:12]} "
+    state = "alive" if info.get("Alive") else "lost"
+    return f"on node {node_id[:12]} ({info.get('NodeManagerAddress', '?')}, {state}) "
 
 
 class DriverMember(Member):

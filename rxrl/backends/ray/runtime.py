@@ -243,6 +243,7 @@ class RayRuntime(Runtime):
                 raise creation_failure(member.where, member.state.group.site, e) from e
             if isinstance(status, Failure):
                 raise_failure(status)
+            member.node_id = status
 
     def _spec(self, state: GroupState, index: int,
               on_restart: Callable[[Any], object] | None = None) -> MemberSpec:

@@ -53,7 +53,7 @@ from rxrl.ready import NOT_READY, NotReady
 #: ``(seed, i)``)
 EVAL_SEED_OFFSET = 10_000
 #: the algorithms evaluation during training supports (single-agent, one learner with a policy)
-SUPPORTED = ("ppo", "a2c", "a3c", "impala", "appo", "dqn", "apex", "sac")
+SUPPORTED = ("ppo", "a2c", "a3c", "ddppo", "impala", "appo", "dqn", "apex", "sac")
 #: the columns `EvalResult.as_row` adds to a run's rows
 COLUMNS = ("eval/return_mean", "eval/return_std", "eval/return_min", "eval/return_max",
            "eval/length_mean", "eval/episodes", "eval/iteration", "eval/env_steps", "eval/seed")

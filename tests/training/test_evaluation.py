@@ -176,7 +176,7 @@ def test_a_ray_ppo_run_with_evaluation_has_eval_columns(tmp_path: Path, ray_sess
 
 
 @pytest.mark.parametrize(("algo", "steps"), [("a2c", 2000), ("a3c", 2000), ("impala", 3000),
-                                             ("appo", 3000), ("apex", 3000)])
+                                             ("appo", 3000), ("apex", 3000), ("ddppo", 3000)])
 def test_every_single_agent_algorithm_reports_evaluations_beside_training(
         tmp_path: Path, algo: str, steps: int) -> None:
     """The evaluation branch on the other single-agent plans (reference backend): rows carry

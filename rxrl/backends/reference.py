@@ -13,6 +13,7 @@ so every actor sees its calls in the order a replayed trace gives on every backe
 from __future__ import annotations
 
 import functools
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -278,36 +279,61 @@ def _broadcast(ctx: _Context, node: g.Broadcast, nid: int, ins: list[Streams]) -
     return [fed(effects(ins[0][0]), ins[0][0])]
 
 
-def _call(ctx: _Context, node: g.Call, nid: int, ins: list[Streams]) -> Streams:
-    def calls(src: Iterator[Any]) -> Iterator[Any]:
-        targets = ctx.actors(node.group)
-        results: deque[tuple[bool, Any]] = deque()  # performed, not yet emitted: (ok, value)
-        position = 0
-        ended = False
-        while True:
-            while len(results) < node.max_in_flight and not ended:
-                x = next(src, END)
-                if x is END:
-                    ended = True
-                elif x is NOT_READY:
-                    break
-                else:
-                    results.append(_perform(ctx, nid, node, targets, x, position))
-                    position += 1
-            if results and not node.block and ctx.choose(nid, node, [0, 1]) == 1:
-                ctx.deferred = True  # the result is held back, as if its call still ran
-                yield NOT_READY
-            elif results:
-                ok, y = results.popleft()
-                if not ok:
-                    raise y
-                yield y
-            elif ended:
-                return
+def _pipelined(src: Iterator[Any], k: int, perform: Callable[[Any], tuple[bool, Any]],
+               defer: Callable[[], bool] | None = None) -> Iterator[Any]:
+    """What `_call` and `_call_all` share: each item performed when a concurrent backend would
+    submit it (``k`` items ahead of what was emitted), its result ``(ok, value)`` emitted (or
+    raised) in input order; ``defer()`` true: the oldest result is held back (``NOT_READY``)."""
+    results: deque[tuple[bool, Any]] = deque()  # performed, not yet emitted
+    ended = False
+    while True:
+        while len(results) < k and not ended:
+            x = next(src, END)
+            if x is END:
+                ended = True
+            elif x is NOT_READY:
+                break
             else:
-                yield NOT_READY
+                results.append(perform(x))
+        if results and defer is not None and defer():
+            yield NOT_READY
+        elif results:
+            ok, y = results.popleft()
+            if not ok:
+                raise y
+            yield y
+        elif ended:
+            return
+        else:
+            yield NOT_READY
 
-    return [fed(calls(ins[0][0]), ins[0][0])]
+
+def _call(ctx: _Context, node: g.Call, nid: int, ins: list[Streams]) -> Streams:
+    positions = itertools.count()
+
+    def deferred() -> bool:  # block=False: whether the result was there is a schedule choice
+        if ctx.choose(nid, node, [0, 1]) == 1:
+            ctx.deferred = True  # the result is held back, as if its call still ran
+            return True
+        return False
+
+    src = ins[0][0]
+    calls = _pipelined(src, node.max_in_flight,
+                       lambda x: _perform(ctx, nid, node, ctx.actors(node.group), x, next(positions)),
+                       None if node.block else deferred)
+    return [fed(calls, src)]
+
+
+def _perform(ctx: _Context, nid: int, node: g.Call, targets: list[Any], x: Any,
+             position: int) -> tuple[bool, Any]:
+    try:
+        i = route_of(node, x, position)
+        ctx.effect(nid, node, i, x)
+        return True, node.fn(targets[i], x)
+    except Exception as e:
+        error = operator_error(node, e)
+        error.__cause__ = e
+        return False, error
 
 
 def _call_all(ctx: _Context, node: g.CallAll, nid: int, ins: list[Streams]) -> Streams:
@@ -317,58 +343,27 @@ def _call_all(ctx: _Context, node: g.CallAll, nid: int, ins: list[Streams]) -> S
     items ahead, as `_call`'s); results are those of the same calls made in index order."""
     pool: list[ThreadPoolExecutor] = []
 
-    def perform(targets: list[Any], x: Any) -> list[tuple[bool, Any]]:
+    def perform(x: Any) -> tuple[bool, Any]:
+        targets = ctx.actors(node.group)  # made once the run starts, after lowering
         for i in range(len(targets)):
             ctx.effect(nid, node, i, x)
         if len(targets) == 1:
-            return [_attempt(node, targets[0], x)]
-        if not pool:
-            pool.append(ThreadPoolExecutor(len(targets), thread_name_prefix=node.group.name))
-            ctx.closers.append(lambda: pool[0].shutdown(wait=False, cancel_futures=True))
-        return [f.result() for f in [pool[0].submit(_attempt, node, actor, x) for actor in targets]]
+            outcomes = [_attempt(node, targets[0], x)]
+        else:
+            if not pool:
+                pool.append(ThreadPoolExecutor(len(targets), thread_name_prefix=node.group.name))
+                ctx.closers.append(lambda: pool[0].shutdown(wait=False, cancel_futures=True))
+            outcomes = [f.result() for f in [pool[0].submit(_attempt, node, a, x) for a in targets]]
+        failed = [y for ok, y in outcomes if not ok]  # index order: the first failure wins
+        return (False, failed[0]) if failed else (True, [y for _, y in outcomes])
 
-    def calls(src: Iterator[Any]) -> Iterator[Any]:
-        targets = ctx.actors(node.group)
-        results: deque[list[tuple[bool, Any]]] = deque()
-        ended = False
-        while True:
-            while len(results) < node.max_in_flight and not ended:
-                x = next(src, END)
-                if x is END:
-                    ended = True
-                elif x is NOT_READY:
-                    break
-                else:
-                    results.append(perform(targets, x))
-            if results:
-                outcomes = results.popleft()
-                for ok, y in outcomes:  # index order: the first failure wins
-                    if not ok:
-                        raise y
-                yield [y for _, y in outcomes]
-            elif ended:
-                return
-            else:
-                yield NOT_READY
-
-    return [fed(calls(ins[0][0]), ins[0][0])]
+    src = ins[0][0]
+    return [fed(_pipelined(src, node.max_in_flight, perform), src)]
 
 
 def _attempt(node: g.CallAll, actor: Any, x: Any) -> tuple[bool, Any]:
     try:
         return True, node.fn(actor, x)
-    except Exception as e:
-        error = operator_error(node, e)
-        error.__cause__ = e
-        return False, error
-
-
-def _perform(ctx: _Context, nid: int, node: g.Call, targets: list[Any], x: Any,
-             position: int) -> tuple[bool, Any]:
-    try:
-        i = route_of(node, x, position)
-        ctx.effect(nid, node, i, x)
-        return True, node.fn(targets[i], x)
     except Exception as e:
         error = operator_error(node, e)
         error.__cause__ = e

@@ -4,7 +4,7 @@ and ``broadcast``."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from rxrl import graph as g
 from rxrl.backends.common import operator_error, route_of
@@ -25,28 +25,74 @@ class _Refused(Request):
         raise self.error
 
 
-class Call(Stream):
-    """``fn(actor, x)`` on the routed actor; results in input order, ``k`` calls ahead.
+Q = TypeVar("Q")
 
-    A pull first fills the pipeline: while fewer than ``max_in_flight`` calls are out, it
-    pulls an item and submits its call (stopping at the end or a not-ready input); then it
-    waits for the oldest call and emits its result. So the upstream is read at most ``k``
-    items ahead of what was emitted, and every actor receives its calls in stream order.
-    """
 
-    def __init__(self, rt: Runtime, nid: int, node: g.Call, source: Stream) -> None:
-        self._rt, self._nid, self._node, self._source = rt, nid, node, source
+class _Pipeline(Stream, Generic[Q]):
+    """What `Call` and `CallAll` share: up to ``max_in_flight`` items' submissions (a ``Q``
+    each) out at once, results in input order. A pull first fills the pipeline: while fewer
+    than ``max_in_flight`` are out, it pulls an item and submits it (stopping at the end or a
+    not-ready input); the subclass then emits the oldest one's result. So the upstream is read
+    at most ``k`` items ahead of what was emitted, and every actor receives its calls in
+    stream order."""
+
+    def __init__(self, rt: Runtime, nid: int, node: g.Call | g.CallAll, source: Stream) -> None:
+        self._rt, self._nid, self._source = rt, nid, source
         self._k = node.max_in_flight
-        self._calls: deque[Request] = deque()
-        self._position = 0
+        self._calls: deque[Q] = deque()
         self._ended = False
-        self._by_value = node.route is not None  # a route function reads the item's value
-        if self._by_value:
-            source.want()
         rt.register(nid, node)
 
     def inputs(self) -> list[Stream]:
         return [self._source]
+
+    def _submit(self, x: Any) -> Q:
+        raise NotImplementedError
+
+    def _landed(self, submitted: Q) -> bool:
+        """Whether a submission's results are all in."""
+        raise NotImplementedError
+
+    def _fill(self) -> Any:
+        """Fill the pipeline; ``END`` / ``NOT_READY`` when nothing is out, else None."""
+        calls = self._calls
+        while len(calls) < self._k and not self._ended:
+            x = self._source.pull()
+            if x is END:
+                self._ended = True
+            elif x is NOT_READY:
+                break
+            else:
+                calls.append(self._submit(x))
+        if not calls:
+            return END if self._ended else NOT_READY
+        return None
+
+    def ready(self) -> bool:
+        calls = self._calls
+        if not calls:
+            return False  # a pull submits and waits
+        return self._landed(calls[0]) and (len(calls) >= self._k or self._ended or self._source.ready())
+
+    def pending(self) -> bool:
+        calls = self._calls
+        return (bool(calls) and not self._landed(calls[0])) or (not calls and self._source.pending())
+
+
+class Call(_Pipeline[Request]):
+    """``fn(actor, x)`` on the routed actor; results in input order, ``k`` calls ahead
+    (`_Pipeline`)."""
+
+    def __init__(self, rt: Runtime, nid: int, node: g.Call, source: Stream) -> None:
+        super().__init__(rt, nid, node, source)
+        self._node = node
+        self._position = 0
+        self._by_value = node.route is not None  # a route function reads the item's value
+        if self._by_value:
+            source.want()
+
+    def _landed(self, submitted: Request) -> bool:
+        return submitted.done()
 
     def _submit(self, x: Any) -> Request:
         rt, node = self._rt, self._node
@@ -65,17 +111,10 @@ class Call(Stream):
         return rt.apply(self._nid, node, i, x, self.wanted)
 
     def pull(self) -> Any:
+        nothing = self._fill()
+        if nothing is not None:
+            return nothing
         calls = self._calls
-        while len(calls) < self._k and not self._ended:
-            x = self._source.pull()
-            if x is END:
-                self._ended = True
-            elif x is NOT_READY:
-                break
-            else:
-                calls.append(self._submit(x))
-        if not calls:
-            return END if self._ended else NOT_READY
         if not self._node.block:  # not ready rather than wait: a recorded choice
             self._rt.poll(calls)
             waiting = not calls[0].done()
@@ -86,71 +125,42 @@ class Call(Stream):
         return self._rt.result(head, self._node, f"the actor it called ({self._node.group!r})")
 
     def ready(self) -> bool:
-        calls = self._calls
-        if not calls:
-            return False  # a pull submits a call and waits for it
-        if not self._node.block:  # nobody waits on it: look whether its result has landed
-            self._rt.poll([calls[0]])
-        return calls[0].done() and (len(calls) >= self._k or self._ended or self._source.ready())
-
-    def pending(self) -> bool:
-        calls = self._calls
-        return (bool(calls) and not calls[0].done()) or (not calls and self._source.pending())
+        if self._calls and not self._node.block:  # nobody waits on it: has its result landed?
+            self._rt.poll([self._calls[0]])
+        return super().ready()
 
     def deferred(self) -> bool:
         return not self._node.block and bool(self._calls) and not self._calls[0].done()
 
 
-class CallAll(Stream):
+class CallAll(_Pipeline[list[Request]]):
     """``fn(actor, x)`` on every actor of the group at once; emits the round of their results
-    (index order) once all of them are done; the first failure in index order is raised. Up
-    to ``max_in_flight`` items' calls are out at once (as `Call`'s), results in input order."""
+    (index order) once all of them are done; the first failure in index order is raised.
+    Pipelined as `Call` (`_Pipeline`)."""
 
     def __init__(self, rt: Runtime, nid: int, node: g.CallAll, source: Stream) -> None:
-        self._rt, self._nid, self._node, self._source = rt, nid, node, source
-        self._size, self._k = node.group.size, node.max_in_flight
-        self._calls: deque[list[Request]] = deque()
-        self._ended = False
-        rt.register(nid, node)
+        super().__init__(rt, nid, node, source)
+        self._node = node
 
-    def inputs(self) -> list[Stream]:
-        return [self._source]
+    def _landed(self, submitted: list[Request]) -> bool:
+        return all(r.done() for r in submitted)
 
     def _submit(self, x: Any) -> list[Request]:
         rt, node = self._rt, self._node
         requests = []
-        for i in range(self._size):
+        for i in range(node.group.size):
             rt.report.call(self._nid, node, i, x)
             rt.count_effect(node.group, i)
             requests.append(rt.apply(self._nid, node, i, x, self.wanted))
         return requests
 
     def pull(self) -> Any:
-        calls = self._calls
-        while len(calls) < self._k and not self._ended:
-            x = self._source.pull()
-            if x is END:
-                self._ended = True
-            elif x is NOT_READY:
-                break
-            else:
-                calls.append(self._submit(x))
-        if not calls:
-            return END if self._ended else NOT_READY
-        head = calls.popleft()
+        nothing = self._fill()
+        if nothing is not None:
+            return nothing
+        head = self._calls.popleft()
         self._rt.wait_all(head, self._node, repr(self._node.group))
         return self._rt.collect([r.outcome() for r in head])
-
-    def ready(self) -> bool:
-        calls = self._calls
-        if not calls:
-            return False
-        return all(r.done() for r in calls[0]) and (len(calls) >= self._k or self._ended
-                                                    or self._source.ready())
-
-    def pending(self) -> bool:
-        calls = self._calls
-        return (bool(calls) and not all(r.done() for r in calls[0])) or (not calls and self._source.pending())
 
 
 class Broadcast(Stream):

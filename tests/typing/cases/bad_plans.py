@@ -61,3 +61,8 @@ sequence_rounds = rxrl.from_actors(rollout_workers, RolloutWorker.sample_sequenc
 flat_to_sequence_learner = flat_rounds | ops.call(ppo_learner, train_on_sequences)  # E: expected "Callable[[PPOLearner, list[SampleBatch]], Trained]"
 sequences_to_flat_learner = sequence_rounds | ops.call(ppo_learner, train_on_fragments)  # E: expected "Callable[[PPOLearner, list[SequenceBatch]], Trained]"
 flat_minibatch = sequence_rounds | ops.map(lambda b: b[0]) | ops.call(ppo_learner, PPOLearner.train)  # E: expected "Callable[[PPOLearner, SequenceBatch], TrainMetrics]"
+
+# ---- learner groups (issue 25): call_all emits a list, one result per member
+group_rounds = flat_rounds | ops.call_all(ppo_learner, train_on_fragments)
+group_as_one = group_rounds | ops.map(lambda t: t.weights)  # E: "list[Trained]" has no attribute "weights"
+group_of_sequences = sequence_rounds | ops.call_all(ppo_learner, train_on_fragments)  # E: expected "Callable[[PPOLearner, list[SequenceBatch]], Trained]"

@@ -116,3 +116,12 @@ ppo_learner = rxrl.actors(PPOLearner, 1, env="CartPole-v1")
 sequence_rounds = rxrl.from_actors(rollout_workers, RolloutWorker.sample_sequences) | ops.barrier()
 assert_type(sequence_rounds, rxrl.Plan[list[SequenceBatch]])
 assert_type(sequence_rounds | ops.call(ppo_learner, train_on_sequences), rxrl.Plan[Trained])
+
+
+# ---- learner groups (issue 25): a call on every member, one reply taken
+def first_of(results: list[int]) -> int:
+    return results[0]
+
+
+members = rxrl.indexed_actors(lambda i: i, 2)
+grouped: rxrl.Plan[int] = rxrl.from_iterable([1, 2]) | ops.call_all(members, lambda m, x: m + x, max_in_flight=2) | ops.map(first_of)

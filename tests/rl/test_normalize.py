@@ -18,6 +18,7 @@ from rxrl.algos.on_policy import ppo
 from rxrl.envs.vector import EnvSpaces
 from rxrl.rl import Metrics, PolicyConfig, PPOConfig, PPOLearner, RolloutWorker, make_policy
 from rxrl.rl.data.running_stats import NormStats, ReturnTracker, RunningMoments
+from rxrl.rl.learners.actor_critic import Learner
 from rxrl.rl.models.normalizer import Normalizer
 
 NORMALIZING = PolicyConfig(normalize_obs=True, scale_rewards=True)
@@ -180,7 +181,7 @@ def test_algorithms_without_a_learner_that_merges_refuse_normalization() -> None
     assert ppo.PPO(policy=NORMALIZING).policy.normalizes
 
 
-def learning_rate(learner: PPOLearner, record: Metrics) -> float:
+def learning_rate(learner: Learner, record: Metrics) -> float:
     """On the learner: the learning rate its optimizer was last set to."""
     return float(learner.optimizer.param_groups[0]["lr"])
 
@@ -195,6 +196,20 @@ def test_a_ppo_lr_decay_reaches_zero_at_its_steps() -> None:
     assert rates == [1e-3, 5e-4, 0.0]  # set before each batch: at 0, 64 and 128 steps trained
     assert "train_on_fragments_decayed" in rxrl.show(plan)
     assert "train_on_fragments_decayed" not in rxrl.show(ppo.plan(ppo.PPO(), ppo.groups(ppo.PPO())))
+
+
+def test_an_a2c_lr_decay_is_ppos_schedule() -> None:
+    from rxrl.algos.on_policy import a2c
+    from rxrl.rl import A2CConfig
+
+    config = a2c.A2C(env="CartPole-v1", num_workers=1, num_envs_per_worker=1, fragment_length=32,
+                     train_batch_size=32, lr_decay_steps=128, learner=A2CConfig(lr=2e-3))
+    actors = a2c.groups(config)
+    plan = a2c.plan(config, actors)
+    rates = list(rxrl.run(plan | ops.call(actors.learner, learning_rate) | ops.take(5)))
+    assert rates == [2e-3, 1.5e-3, 1e-3, 5e-4, 0.0]  # at 0, 32, 64, 96 and 128 steps trained
+    assert "train_on_fragments_decayed" in rxrl.show(plan)
+    assert "train_on_fragments_decayed" not in rxrl.show(a2c.plan(a2c.A2C(), a2c.groups(a2c.A2C())))
 
 
 def test_v_trace_learners_merge_the_fragments_statistics_and_appos_target_shares_them() -> None:

@@ -17,11 +17,12 @@ from rxrl.algos.common import (
     instance_of,
     int_at_least,
     make_groups,
+    optional,
     train_on_fragments,
     train_on_sequences,
     valid_placement,
 )
-from rxrl.algos.on_policy.common import synchronous_plan
+from rxrl.algos.on_policy.common import decayed, synchronous_plan
 from rxrl.algos.spec import Algorithm
 from rxrl.rl import A2CConfig, Metrics, RolloutWorker
 from rxrl.rl.models.initial import LazyClass
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 LEARNER_CLASS: LazyClass[A2CLearner] = LazyClass("rxrl.rl.learners.actor_critic", "A2CLearner")
 
 #: The learner settings `A2C` starts from (see docs/algorithms.md for how they were chosen).
-LEARNER = A2CConfig(lr=1.5e-3, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5)
+LEARNER = A2CConfig(lr=1.5e-3, ent_coef=0.0, vf_coef=0.25, max_grad_norm=0.5)
 
 
 @attrs.frozen(kw_only=True)
@@ -46,6 +47,10 @@ class A2C(RolloutSettings):
     are concatenated until ``train_batch_size`` transitions, advantages are standardized,
     the learner takes one gradient step, and the new weights reach every worker before
     its next fragment.
+
+    With ``lr_decay_steps`` the learning rate decays linearly from ``learner.lr`` to 0 over
+    that many trained env steps (``rxrl train`` sets it to ``--steps`` when it is not None);
+    None keeps it constant.
     """
 
     supports_normalization: ClassVar[bool] = True
@@ -55,6 +60,7 @@ class A2C(RolloutSettings):
     fragment_length: int = attrs.field(default=32, validator=int_at_least(1))
     train_batch_size: int = attrs.field(default=256, validator=int_at_least(1))
     learner: A2CConfig = attrs.field(default=LEARNER, validator=instance_of(A2CConfig))
+    lr_decay_steps: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
     #: synchronous: the workers wait for the learner's weights, so it runs on the driver
     learner_placement: LearnerPlacement = attrs.field(default="driver", validator=valid_placement)
 
@@ -70,8 +76,11 @@ def plan(config: A2C, actors: Groups[A2CLearner] | None = None) -> rxrl.Plan[Met
     `rxrl.algos.on_policy.common.synchronous_plan`)."""
     actors = actors or groups(config)
     if config.policy.is_recurrent:  # sequences from the workers to the learner
-        return synchronous_plan(config, actors, train_on_sequences, RolloutWorker.sample_sequences)
-    return synchronous_plan(config, actors, train_on_fragments, RolloutWorker.sample)
+        return synchronous_plan(config, actors, decayed(config.lr_decay_steps, config.learner.lr,
+                                                        train_on_sequences),
+                                RolloutWorker.sample_sequences)
+    return synchronous_plan(config, actors, decayed(config.lr_decay_steps, config.learner.lr,
+                                                    train_on_fragments), RolloutWorker.sample)
 
 
 #: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies

@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import rxrl
 from rxrl import ops
-from rxrl.algos.common import Groups, Progress, Trained, episode_metric_names, join_rounds, rows, set_weights
+from rxrl.algos.common import (
+    Groups,
+    Progress,
+    Trained,
+    episode_metric_names,
+    join_rounds,
+    rows,
+    set_learning_rate,
+    set_weights,
+)
 from rxrl.rl import Metrics, RolloutWorker, SampleBatch
 from rxrl.rl.data.sequences import SequenceBatch
 
 #: a worker's fragment: flat transitions (`RolloutWorker.sample`) or sequences
 #: (`RolloutWorker.sample_sequences`, a recurrent policy's)
 B = TypeVar("B", SampleBatch, SequenceBatch)
+
+if TYPE_CHECKING:
+    from rxrl.rl.learners.actor_critic import Learner
+
+#: an on-policy learner (PPO's, A2C's): it counts the env steps it trained on
+L = TypeVar("L", bound="Learner")
 
 
 class Batched(Protocol):
@@ -61,4 +76,21 @@ def lead(results: list[Trained]) -> Trained:
     return results[0]
 
 
-__all__ = ["B", "Batched", "lead", "synchronous_plan"]
+def decayed(lr_decay_steps: int | None, lr: float, train: Callable[[L, list[B]], Trained]
+            ) -> Callable[[L, list[B]], Trained]:
+    """``train`` at a learning rate decayed linearly from ``lr`` to 0 over ``lr_decay_steps``
+    trained env steps (CleanRL's annealing; ``train`` itself when ``lr_decay_steps`` is None).
+    PPO's and A2C's."""
+    if lr_decay_steps is None:
+        return train
+    steps = lr_decay_steps
+
+    def train_on_fragments_decayed(learner: L, fragments: list[B]) -> Trained:
+        """Set the decayed learning rate, then concatenate, standardize and train."""
+        set_learning_rate(learner, lr * max(0.0, 1.0 - learner.env_steps_trained / steps))
+        return train(learner, fragments)
+
+    return train_on_fragments_decayed
+
+
+__all__ = ["B", "Batched", "decayed", "lead", "synchronous_plan"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -13,18 +13,16 @@ from rxrl.algos.common import (
     LearnerPlacement,
     RolloutSettings,
     Start,
-    Trained,
     env_spaces,
     instance_of,
     int_at_least,
     make_groups,
     optional,
-    set_learning_rate,
     train_on_fragments,
     train_on_sequences,
     valid_placement,
 )
-from rxrl.algos.on_policy.common import B, synchronous_plan
+from rxrl.algos.on_policy.common import decayed, synchronous_plan
 from rxrl.algos.spec import Algorithm
 from rxrl.rl import Metrics, PPOConfig, RolloutWorker
 from rxrl.rl.models.initial import LazyClass
@@ -93,25 +91,11 @@ def plan(config: PPO, actors: Groups[PPOLearner] | None = None) -> rxrl.Plan[Met
     """
     actors = actors or groups(config)
     if config.policy.is_recurrent:  # sequences from the workers to the learner
-        return synchronous_plan(config, actors, decayed(config, train_on_sequences),
+        return synchronous_plan(config, actors, decayed(config.lr_decay_steps, config.learner.lr,
+                                                        train_on_sequences),
                                 RolloutWorker.sample_sequences)
-    return synchronous_plan(config, actors, decayed(config, train_on_fragments), RolloutWorker.sample)
-
-
-def decayed(config: PPO, train: Callable[[PPOLearner, list[B]], Trained]
-            ) -> Callable[[PPOLearner, list[B]], Trained]:
-    """``train`` at a learning rate decayed linearly over ``lr_decay_steps`` (``train``
-    itself when that is None)."""
-    if config.lr_decay_steps is None:
-        return train
-    steps, lr = config.lr_decay_steps, config.learner.lr
-
-    def train_on_fragments_decayed(learner: PPOLearner, fragments: list[B]) -> Trained:
-        """Set the decayed learning rate, then concatenate, standardize and train."""
-        set_learning_rate(learner, lr * max(0.0, 1.0 - learner.env_steps_trained / steps))
-        return train(learner, fragments)
-
-    return train_on_fragments_decayed
+    return synchronous_plan(config, actors, decayed(config.lr_decay_steps, config.learner.lr,
+                                                    train_on_fragments), RolloutWorker.sample)
 
 
 #: CleanRL's continuous-control PPO (ppo_continuous_action.py): 2048 steps per batch (two

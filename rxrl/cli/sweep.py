@@ -59,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-concurrent", type=int, default=0, metavar="N",
                    help="trials at once (default 0: as many as there are CPUs)")
     p.add_argument("--seed", type=int, default=0, help="seed of the search (default 0)")
+    p.add_argument("--target-return", type=float, metavar="R",
+                   help="stop each trial once its mean return reaches R, and rank the trials by "
+                        "the env steps they needed (the searcher and ASHA maximize a score: the "
+                        "return until R, above R by the share of the budget left)")
     p.add_argument("--resume", action="store_true",
                    help="continue the sweep in --out (give the options it was started with)")
     p.add_argument("--address", help="an existing Ray cluster to run the trials on")
@@ -80,7 +84,8 @@ def sweep_of(args: argparse.Namespace) -> lib.Sweep:
         settings=settings, search=args.search, scheduler=args.scheduler, time_attr=args.time_attr,
         grace_period=args.grace_period, reduction_factor=args.reduction_factor,
         perturbation_interval=args.perturbation_interval, trial_backend=args.trial_backend,
-        checkpoint_every=args.checkpoint_every, max_concurrent=args.max_concurrent, seed=args.seed)
+        checkpoint_every=args.checkpoint_every, max_concurrent=args.max_concurrent, seed=args.seed,
+        target_return=args.target_return)
 
 
 def sweep(args: argparse.Namespace) -> int:
@@ -102,8 +107,9 @@ def sweep(args: argparse.Namespace) -> int:
         raise ValueError(f"no trial reported a return{': ' + errors[0] if errors else ''}; see "
                          f"{args.out}/{lib.TUNE_DIR}/TRIAL/error.txt")
     ret = best.episode_return_mean
+    reached = "" if best.reached is None else f" (reached {spec.target_return:g} at {best.reached:,})"
     print(f"best: {best.trial}, return {'n/a' if math.isnan(ret) else f'{ret:.1f}'} after "
-          f"{best.env_steps:,} env steps; its settings in {args.out}/{lib.BEST_FILE}")
+          f"{best.env_steps:,} env steps{reached}; its settings in {args.out}/{lib.BEST_FILE}")
     return 0
 
 

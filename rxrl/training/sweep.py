@@ -51,6 +51,9 @@ SCHEDULERS = ("none", "asha", "pbt")
 TIME_ATTRS = {"env_steps": "env_steps_sampled", "iterations": "iteration"}
 #: what the schedulers and searchers maximize: the mean return of the last 100 episodes
 METRIC = "episode_return_mean"
+#: what they maximize instead in a sweep with a target return (`score`): the return until a
+#: trial reaches the target, above the target by how much of the budget it did not need
+SCORE = "score"
 #: A trial runs its rxrl plan in its own process, on the in-process reference interpreter by
 #: default: a Tune trial is already a Ray actor holding one CPU, and rxrl's Ray backend inside
 #: it would start an actor per rollout worker and learner besides (CPUs the trial must reserve
@@ -95,6 +98,14 @@ class Sweep:
     checkpoint_every: int = 25_000
     max_concurrent: int = 0
     seed: int = 0
+    #: each trial stops at the first record whose mean return reaches it (``rxrl train
+    #: --target-return``), and trials are ranked by the env steps they needed (`score`)
+    target_return: float | None = None
+
+    @property
+    def metric(self) -> str:
+        """What Tune's searcher and scheduler maximize: `SCORE` with a target, else `METRIC`."""
+        return METRIC if self.target_return is None else SCORE
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document of ``sweep.json``."""
@@ -125,7 +136,7 @@ def make_sweep(algo: str, *, env: str | None = None, steps: int | None = None,
                grace_period: int | None = None, reduction_factor: int = 2,
                perturbation_interval: int | None = None,
                trial_backend: str = DEFAULT_TRIAL_BACKEND, checkpoint_every: int = 25_000,
-               max_concurrent: int = 0, seed: int = 0) -> Sweep:
+               max_concurrent: int = 0, seed: int = 0, target_return: float | None = None) -> Sweep:
     """A checked `Sweep`; ValueError (one line) for anything that does not fit.
 
     ``space`` values are `Dist` or their text (``"loguniform(1e-4, 1e-2)"``); keys are
@@ -134,11 +145,21 @@ def make_sweep(algo: str, *, env: str | None = None, steps: int | None = None,
     fail on a value it could draw. ``trials`` is the number of trials in all (default: 8, or
     the grid's size for ``search="grid"``); grid axes must divide it. ``grace_period`` and
     ``perturbation_interval`` default to an eighth of the budget in ``time_attr`` units.
+    With ``target_return`` a trial stops once its mean return reaches it, and the sweep
+    maximizes `score` (fewest env steps to the target first) instead of the last return.
     """
     _one_of("--search", search, SEARCHES)
     _one_of("--scheduler", scheduler, SCHEDULERS)
     _one_of("--time-attr", time_attr, tuple(TIME_ATTRS))
     _one_of("--trial-backend", trial_backend, BACKENDS)
+    if target_return is not None:
+        if isinstance(target_return, bool) or not isinstance(target_return, int | float) \
+                or not math.isfinite(target_return):
+            raise ValueError(f"--target-return must be a finite number, got {target_return!r}")
+        if scheduler == "pbt":
+            raise ValueError("--target-return stops each trial at the target, and PBT trains its "
+                             "population for the whole budget: use --scheduler asha or none")
+        target_return = float(target_return)
     spec = get(algo)
     resolved = _resolved_space(spec, space)
     fixed = {_resolve(spec, k, "--set"): v for k, v in (settings or {}).items()}
@@ -148,7 +169,8 @@ def make_sweep(algo: str, *, env: str | None = None, steps: int | None = None,
     resolved = _with_search(resolved, search, scheduler)
     sweep = Sweep(algo, env, steps or spec.default_steps, 1, resolved, fixed, search, scheduler,
                   time_attr, reduction_factor=reduction_factor, trial_backend=trial_backend,
-                  checkpoint_every=checkpoint_every, max_concurrent=max_concurrent, seed=seed)
+                  checkpoint_every=checkpoint_every, max_concurrent=max_concurrent, seed=seed,
+                  target_return=target_return)
     sweep = attrs.evolve(sweep, trials=_trials(sweep, trials))
     iteration = check_configs(sweep)
     budget = sweep.steps if time_attr == "env_steps" else max(1, sweep.steps // iteration)
@@ -270,7 +292,7 @@ def check_configs(sweep: Sweep) -> int:
 # ---------------------------------------------------------------------------------- results
 
 
-Outcome = Literal["completed", "stopped early", "unfinished", "error"]
+Outcome = Literal["completed", "reached target", "stopped early", "unfinished", "error"]
 
 
 @attrs.frozen
@@ -288,6 +310,9 @@ class TrialRow:
     settings: Mapping[str, Any]
     run_dir: Path
     error: str | None = None
+    #: the env steps of the first record at or above the sweep's target return (None: not
+    #: reached, or no target)
+    reached: int | None = None
 
 
 @attrs.frozen
@@ -303,10 +328,27 @@ class SweepResult:
     signal: int | None = None
 
 
+def score(episode_return_mean: float, env_steps: int, steps: int, target: float | None) -> float:
+    """A record's `SCORE`: its mean return below ``target`` (or without one); at or above it,
+    ``target`` plus ``|target|`` times the share of the ``steps`` budget left when it got there,
+    so that a trial that reached the target ranks above every one that did not, and the
+    sooner the higher."""
+    if target is None or not episode_return_mean >= target:
+        return episode_return_mean
+    return target + abs(target) * max(0.0, 1.0 - env_steps / steps)
+
+
+def rank(row: TrialRow) -> tuple[bool, float, float, int]:
+    """How trials compare, larger first: having reached the target, sooner, a higher last
+    mean return, fewer env steps."""
+    return (row.reached is not None, -(row.reached or 0), row.episode_return_mean, -row.env_steps)
+
+
 def best_of(rows: Iterable[TrialRow]) -> TrialRow | None:
-    """The trial with the highest last mean return (fewer env steps break a tie)."""
+    """The best trial (`rank`): the first to reach the target, else the highest last mean
+    return (fewer env steps break a tie)."""
     ranked = [r for r in rows if r.status != "error" and math.isfinite(r.episode_return_mean)]
-    return max(ranked, key=lambda r: (r.episode_return_mean, -r.env_steps), default=None)
+    return max(ranked, key=rank, default=None)
 
 
 def write_results(sweep: Sweep, out: Path, rows: Sequence[TrialRow]) -> TrialRow | None:
@@ -315,12 +357,14 @@ def write_results(sweep: Sweep, out: Path, rows: Sequence[TrialRow]) -> TrialRow
     keys = list(sweep.space)
     with (out / RESULTS_FILE).open("w", newline="") as f:
         writer = csv.writer(f)
+        target = sweep.target_return is not None
         writer.writerow(["trial", "status", "env_steps", "iterations", METRIC,
-                         f"best_{METRIC}", "exploits", *keys, "run_dir"])
+                         f"best_{METRIC}", *(["reached_target_at"] if target else []), "exploits",
+                         *keys, "run_dir"])
         for r in rows:
             writer.writerow([r.trial, r.status, r.env_steps, r.iterations, r.episode_return_mean,
-                             r.best_episode_return_mean, r.exploits,
-                             *(_cell(r.settings.get(k)) for k in keys), r.run_dir])
+                             r.best_episode_return_mean, *([r.reached or ""] if target else []),
+                             r.exploits, *(_cell(r.settings.get(k)) for k in keys), r.run_dir])
     best = best_of(rows)
     if best is not None:
         write_best(sweep, out, best)
@@ -336,10 +380,13 @@ def write_best(sweep: Sweep, out: Path, best: TrialRow) -> None:
     """``best.json``: the best trial, its settings (fixed and swept) as ``--set`` values."""
     settings = {**sweep.settings, **{k: best.settings[k] for k in sweep.space if k in best.settings}}
     sets = [setting_text(k, v) for k, v in settings.items()]
+    target = [] if sweep.target_return is None else ["--target-return", f"{sweep.target_return:g}"]
     command = ["rxrl", "train", sweep.algo, *(["--env", sweep.env] if sweep.env else []),
-               "--steps", str(sweep.steps), *(a for s in sets for a in ("--set", s))]
+               "--steps", str(sweep.steps), *target, *(a for s in sets for a in ("--set", s))]
+    reached = {} if sweep.target_return is None else {
+        "target_return": sweep.target_return, "reached_target_at": best.reached}
     doc = {"algo": sweep.algo, "env": sweep.env, "trial": best.trial, "status": best.status,
-           "env_steps": best.env_steps, METRIC: best.episode_return_mean,
+           "env_steps": best.env_steps, **reached, METRIC: best.episode_return_mean,
            f"best_{METRIC}": best.best_episode_return_mean, "run_dir": str(best.run_dir),
            "settings": {k: best.settings.get(k) for k in sweep.space}, "fixed": dict(sweep.settings),
            "set": sets, "command": " ".join(shlex.quote(a) for a in command)}
@@ -350,11 +397,14 @@ def format_table(result: SweepResult, space: Sequence[str]) -> str:
     """The results as an aligned text table, best first."""
     head = ["trial", "status", "env steps", "return", "best", *(k.rpartition(".")[2] for k in space)]
     exploits = any(r.exploits for r in result.rows)
+    reached = any(r.reached is not None for r in result.rows)
     head += ["exploits"] if exploits else []
+    head[3:3] = ["reached at"] if reached else []
     lines = [head]
     for r in result.rows:
         line = [r.trial, r.status, f"{r.env_steps:,}", _fmt(r.episode_return_mean),
                 _fmt(r.best_episode_return_mean), *(_fmt(r.settings.get(k)) for k in space)]
+        line[3:3] = ([f"{r.reached:,}" if r.reached is not None else "-"] if reached else [])
         lines.append(line + ([str(r.exploits)] if exploits else []))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
@@ -468,8 +518,8 @@ def connect(address: str | None, cpus_per_trial: int) -> None:
 
 
 __all__ = ["BEST_FILE", "DEFAULT_TRIAL_BACKEND", "DISTRIBUTIONS", "EXTRA", "METRIC", "RESULTS_FILE",
-           "RUNS_DIR", "SCHEDULERS", "SEARCHES", "SWEEP_FILE", "TIME_ATTRS", "TUNE_DIR", "Dist",
+           "RUNS_DIR", "SCHEDULERS", "SCORE", "SEARCHES", "SWEEP_FILE", "TIME_ATTRS", "TUNE_DIR", "Dist",
            "Outcome", "Sweep", "SweepResult", "TrialRow", "best_of", "check_configs", "check_out",
            "connect", "format_table", "make_sweep", "parse_dist", "parse_space", "parse_space_entry",
-           "read_space_file", "require_tune", "run_sweep", "setting_text", "sweep_files",
+           "rank", "read_space_file", "require_tune", "run_sweep", "score", "setting_text", "sweep_files",
            "write_best", "write_results"]

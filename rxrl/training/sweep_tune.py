@@ -37,7 +37,19 @@ from ray.tune.trainable.function_trainable import wrap_function
 from rxrl.rl.data.metrics import Metrics
 from rxrl.training.callbacks import Callback
 from rxrl.training.checkpoint import CHECKPOINT, load_checkpoint
-from rxrl.training.sweep import METRIC, RUNS_DIR, TIME_ATTRS, TUNE_DIR, Dist, Outcome, Sweep, TrialRow
+from rxrl.training.sweep import (
+    METRIC,
+    RUNS_DIR,
+    SCORE,
+    TIME_ATTRS,
+    TUNE_DIR,
+    Dist,
+    Outcome,
+    Sweep,
+    TrialRow,
+    rank,
+    score,
+)
 from rxrl.training.trainer import Trainer
 
 #: what a Tune checkpoint of a trial holds beside the rxrl checkpoint: where it came from
@@ -64,6 +76,7 @@ class TrialJob:
     backend: str
     checkpoint_every: int
     runs: str  # the directory of the trials' run directories (absolute)
+    target_return: float | None = None
 
 
 def run_trial(config: Mapping[str, Any], job: TrialJob) -> None:
@@ -76,13 +89,18 @@ def run_trial(config: Mapping[str, Any], job: TrialJob) -> None:
         shutil.rmtree(run_dir)
     index = 0 if resumed is None else resumed[1]
     if resumed is not None and resumed[0] >= job.steps:  # cloned at the end of its budget
-        row = load_checkpoint(run_dir).row
-        tune.report({**(row or {"env_steps_sampled": float(resumed[0])}), CHECKPOINTS: index})
+        row = dict(load_checkpoint(run_dir).row or {"env_steps_sampled": float(resumed[0])})
+        if job.target_return is not None:
+            row[SCORE] = score(float(row.get(METRIC, math.nan)), int(row["env_steps_sampled"]),
+                               job.steps, job.target_return)
+        tune.report({**row, CHECKPOINTS: index})
         return
     trainer = Trainer(job.algo, run_dir, env=job.env, settings={**job.settings, **config},
                       steps=job.steps, resume=run_dir if resumed is not None else None,
                       backend=job.backend, checkpoint_every=job.checkpoint_every, loggers=["csv"],
-                      callbacks=[TuneReport(trial, index)], handle_signals=False)
+                      target_return=job.target_return,
+                      callbacks=[TuneReport(trial, index, job.target_return, job.steps)],
+                      handle_signals=False)
     trainer.run()
 
 
@@ -111,17 +129,22 @@ class TuneReport(Callback):
     record has a checkpoint: the rxrl file and ``origin.json`` naming ``trial``. ``index``
     counts the checkpoints (`CHECKPOINTS`), from the restored one's.
 
+    With a ``target`` return every report carries its `SCORE` (``steps``: the trial's budget).
+
     When Tune stops the trial (a scheduler's decision, the sweep's end), ``tune.report``
     raises ``SystemExit`` in the trial's thread: the run then closes (summary.json, status
     ``interrupted``) and the thread ends.
     """
 
-    def __init__(self, trial: str, index: int = 0) -> None:
-        self.trial, self.index = trial, index
+    def __init__(self, trial: str, index: int = 0, target: float | None = None, steps: int = 1) -> None:
+        self.trial, self.index, self.target, self.steps = trial, index, target, steps
 
     def on_iteration(self, trainer: Trainer, record: Metrics) -> None:
         """Report ``record``; with its checkpoint if it has one (written before callbacks run)."""
         metrics = record.as_row()
+        if self.target is not None:
+            metrics[SCORE] = score(record.episode_return_mean, record.env_steps_sampled,
+                                   self.steps, self.target)
         saved = trainer.checkpointed
         if saved is None or saved.iteration != record.iteration:
             tune.report({**metrics, CHECKPOINTS: self.index})
@@ -234,18 +257,19 @@ def searcher(sweep: Sweep) -> Any:
 class Progress(tune.Callback):
     """A line on ``stream`` (default stderr) for each trial that ends."""
 
-    def __init__(self, steps: int, stream: IO[str] | None = None) -> None:
-        self.steps, self.stream = steps, stream
+    def __init__(self, steps: int, stream: IO[str] | None = None, target: float | None = None) -> None:
+        self.steps, self.stream, self.target = steps, stream, target
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the stream (Tune keeps its callbacks in the experiment's state)."""
-        return {"steps": self.steps, "stream": None}
+        return {"steps": self.steps, "stream": None, "target": self.target}
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         """The trial ended: how far it got, its return, its settings."""
         result = trial.last_result or {}
         steps = int(result.get("env_steps_sampled", 0))
-        ended = "completed" if steps >= self.steps else "stopped early"
+        reached = self.target is not None and result.get(METRIC, math.nan) >= self.target
+        ended = "reached target" if reached else "completed" if steps >= self.steps else "stopped early"
         settings = ", ".join(f"{k}={_short(v)}" for k, v in trial.config.items())
         self._line(f"trial {trial.trial_id}: {ended} after {steps:,} env steps, return "
                    f"{_short(result.get(METRIC, math.nan))} ({settings})")
@@ -268,7 +292,7 @@ def fit(sweep: Sweep, out: Path, resume: bool, stream: IO[str]) -> tuple[tune.Re
     """Run the sweep's Tuner (restored from ``out/tune`` with ``resume``); its results, and the
     signal that interrupted it (None if none did)."""
     job = TrialJob(sweep.algo, sweep.env, sweep.steps, dict(sweep.settings), sweep.trial_backend,
-                   sweep.checkpoint_every, str(out / RUNS_DIR))
+                   sweep.checkpoint_every, str(out / RUNS_DIR), sweep.target_return)
     runnable = trainable(job, cpus_per_trial(sweep))
     path = out / TUNE_DIR
     if resume and tune.Tuner.can_restore(path):
@@ -277,12 +301,13 @@ def fit(sweep: Sweep, out: Path, resume: bool, stream: IO[str]) -> tuple[tune.Re
         tuner = tune.Tuner(
             runnable, param_space={k: d.tune_domain() for k, d in sweep.space.items()},
             tune_config=tune.TuneConfig(
-                metric=METRIC, mode="max", search_alg=searcher(sweep), scheduler=scheduler(sweep),
+                metric=sweep.metric, mode="max", search_alg=searcher(sweep), scheduler=scheduler(sweep),
                 num_samples=sweep.trials // sweep.grid_size,
                 max_concurrent_trials=(sweep.max_concurrent or None) if sweep.search == "optuna" else None,
                 reuse_actors=True, trial_name_creator=trial_name, trial_dirname_creator=trial_name),
             run_config=tune.RunConfig(
-                name=TUNE_DIR, storage_path=str(out), verbose=0, callbacks=[Progress(sweep.steps, stream)],
+                name=TUNE_DIR, storage_path=str(out), verbose=0,
+                callbacks=[Progress(sweep.steps, stream, sweep.target_return)],
                 # PBT clones checkpoints: keep them all, else the one chosen may go before
                 # the trial that clones it has copied it
                 checkpoint_config=tune.CheckpointConfig(
@@ -347,18 +372,28 @@ def rows_of(sweep: Sweep, out: Path, grid: tune.ResultGrid) -> list[TrialRow]:
         frame = result.metrics_dataframe
         history = frame[METRIC].dropna() if frame is not None and METRIC in frame else []
         steps = int(metrics.get("env_steps_sampled", 0))
+        reached = reached_at(frame, sweep.target_return)
         state = status.get(trial)
         outcome: Outcome = (
             "error" if result.error is not None or state == Trial.ERROR else
             "unfinished" if state != Trial.TERMINATED else
+            "reached target" if reached is not None else
             "completed" if steps >= sweep.steps else "stopped early")
         rows.append(TrialRow(
             trial, outcome, steps, int(metrics.get("iteration", 0)),
             float(metrics.get(METRIC, math.nan)), float(max(history, default=math.nan)),
             exploits(out / RUNS_DIR / trial), dict(result.config or {}), out / RUNS_DIR / trial,
-            None if result.error is None else _one_line(result.error)))
-    return sorted(rows, key=lambda r: -r.episode_return_mean if math.isfinite(r.episode_return_mean)
-                  else math.inf)
+            None if result.error is None else _one_line(result.error), reached))
+    return sorted(rows, key=lambda r: (math.isfinite(r.episode_return_mean), rank(r)), reverse=True)
+
+
+def reached_at(frame: Any, target: float | None) -> int | None:
+    """The env steps of a trial's first reported record at or above ``target`` (None: none
+    was, or no target); ``frame`` is its reported metrics, a row per record."""
+    if target is None or frame is None or METRIC not in frame or "env_steps_sampled" not in frame:
+        return None
+    hits = frame[frame[METRIC] >= target]
+    return None if hits.empty else int(hits["env_steps_sampled"].iloc[0])
 
 
 def exploits(run_dir: Path) -> int:

@@ -140,6 +140,9 @@ def test_make_sweep_resolves_keys_and_fills_in_the_schedule() -> None:
     ({"scheduler": "pbt", "search": "optuna"}, "--scheduler pbt chooses the configs itself"),
     ({"settings": {**QUICK_PPO, "lr": 0.1}}, "learner.lr is both fixed (--set) and swept (--space)"),
     ({"steps": 100}, "--steps: one training iteration samples 256 env steps"),
+    ({"target_return": float("nan")}, "--target-return must be a finite number, got nan"),
+    ({"target_return": 100.0, "scheduler": "pbt", "trials": 4},
+     "--target-return stops each trial at the target, and PBT trains its population"),
 ])
 def test_bad_sweeps_are_one_line_errors(options: dict[str, Any], message: str) -> None:
     args: dict[str, Any] = {"env": "CartPole-v1", "settings": QUICK_PPO, "steps": 2048,
@@ -231,6 +234,50 @@ def test_a_random_sweep_writes_results_best_and_a_run_per_trial(tmp_path: Path) 
     trained = json.loads((result.best.run_dir / "config.json").read_text())["config"]
     assert to_dict(config) == trained
     assert best["command"].startswith("rxrl train ppo --env CartPole-v1 --steps 2048 --set ")
+
+
+@given(st.floats(-500, 500), st.floats(-500, 500), st.integers(0, 10_000), st.integers(0, 10_000))
+def test_a_score_ranks_reaching_the_target_first_and_sooner_higher(
+        target: float, ret: float, steps_a: int, steps_b: int) -> None:
+    """The law of `lib.score` (budget 10,000 env steps): every return that reaches the target
+    scores above every return that does not, and of two that reach it the sooner scores no
+    lower; below the target the score is the return."""
+    budget = 10_000
+    if ret < target:
+        assert lib.score(ret, steps_a, budget, target) == ret
+        assert lib.score(ret, steps_a, budget, target) < lib.score(target, budget, budget, target)
+    else:
+        sooner, later = sorted((steps_a, steps_b))
+        assert lib.score(ret, sooner, budget, target) >= lib.score(ret, later, budget, target) >= target
+    assert lib.score(ret, steps_a, budget, None) == ret
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.usefixtures("ray_session")
+def test_a_sweep_to_a_target_stops_each_trial_there_and_ranks_by_env_steps(tmp_path: Path) -> None:
+    # one trial at a time, on the reference backend: each trial's records depend on its config
+    sweep = make_sweep("ppo", steps=4096, space={"lr": "grid(1e-2, 3e-3, 1e-6)"}, max_concurrent=1,
+                       target_return=35.0, **ALGO_ENV)
+    result = run_sweep(sweep, tmp_path / "s")
+    by_lr = {r.settings["learner.lr"]: r for r in result.rows}
+    assert by_lr[1e-6].status == "completed" and by_lr[1e-6].reached is None  # never got there
+    reached = [r for r in result.rows if r.reached is not None]
+    assert len(reached) == 2, [(r.settings, r.status, r.episode_return_mean) for r in result.rows]
+    for r in reached:  # stopped at the first record at the target: its run says so
+        assert r.status == "reached target" and r.env_steps == r.reached and r.env_steps < 4096
+        assert r.episode_return_mean >= 35.0
+        summary = json.loads((r.run_dir / "summary.json").read_text())
+        assert summary["status"] == "reached target"
+        assert summary["reached_target"]["env_steps"] == r.reached
+    # best first: the reached ones by env steps, then the rest by return
+    assert result.rows[: len(reached)] == tuple(sorted(reached, key=lambda r: r.reached or 0))
+    assert result.best == result.rows[0]
+    best = json.loads((tmp_path / "s" / lib.BEST_FILE).read_text())
+    assert best["reached_target_at"] == result.rows[0].reached and best["target_return"] == 35.0
+    assert best["settings"] == {"learner.lr": 1e-2}  # the sooner of the two that reached 35
+    assert "--target-return 35 " in best["command"]
+    table = rows(tmp_path / "s")
+    assert [r["reached_target_at"] for r in table] == [str(r.reached or "") for r in result.rows]
 
 
 @pytest.mark.timeout(120)

@@ -112,10 +112,12 @@ def rxrl_script() -> str:
     return shutil.which("rxrl", path=str(Path(sys.executable).parent)) or "rxrl"
 
 
-def rxrl_sweep(out: Path, trials: int, trial_steps: int) -> dict[str, Any]:
-    """docs/sweeps.md's ASHA sweep into ``out``; its wall time, best.json and results.csv."""
+def rxrl_sweep(out: Path, trials: int, trial_steps: int, target: float | None = None) -> dict[str, Any]:
+    """docs/sweeps.md's ASHA sweep into ``out`` (with ``target``: ``--target-return``, trials
+    ranked by env steps to it); its wall time, best.json and results.csv."""
     cmd = [rxrl_script(), "sweep", "ppo", "--env", ENV, "--steps", str(trial_steps), "--trials",
            str(trials), "--scheduler", "asha", *(a for s in RXRL_SPACE for a in ("--space", s)),
+           *(["--target-return", f"{target:g}"] if target is not None else []),
            "--seed", "0", "--out", str(out)]
     wall = run_logged(cmd, out.with_suffix(".log"))
     best = json.loads((out / "best.json").read_text())
@@ -326,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trial-steps", type=int, default=30_000, help="env steps per trial (default 30000)")
     p.add_argument("--budget", type=int, default=200_000,
                    help="env steps of each training run (default 200000)")
+    p.add_argument("--sweep-to-target", action="store_true",
+                   help="rxrl's sweep with --target-return 475: trials stop at the target and rank "
+                        "by the env steps they needed (RL Zoo's ranks by its evaluation as always)")
     p.add_argument("--skip-rxrl", action="store_true", help="only RL Zoo's side")
     p.add_argument("--skip-zoo", action="store_true", help="only rxrl's side")
     p.add_argument("--tag", default=time.strftime("%Y-%m-%d"),
@@ -342,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         "tag": args.tag, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "argv": sys.argv,
         "out": str(out), "env": ENV, "target": TARGET, "seeds": seeds, "trials": args.trials,
         "trial_steps": args.trial_steps, "budget": budget, "versions": versions(),
+        "sweep_to_target": args.sweep_to_target,
         "rule": "env steps (all envs) at which the mean return of the last 100 finished training "
                 "episodes first reached the target, checked after every iteration (rxrl) / rollout (SB3)",
         "systems": {}, "sweeps": {},
@@ -365,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         systems[name] = {"runs": runs, "settings": settings, "sweep_wall_s": sweep_wall}
 
     if not args.skip_rxrl:
-        sweep = rxrl_sweep(out / "rxrl-sweep", args.trials, args.trial_steps)
+        sweep = rxrl_sweep(out / "rxrl-sweep", args.trials, args.trial_steps,
+                           TARGET if args.sweep_to_target else None)
         doc["sweeps"]["rxrl"] = sweep
         sets: list[str] = list(sweep["best"]["set"])
         train_all("rxrl defaults", lambda s: rxrl_train(out / f"rxrl-defaults-s{s}", s, budget, []),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rxrl.cli import main
-from tests.cli.helpers import QUICK
+from tests.cli.helpers import QUICK, rxrl_cli
 
 
 @pytest.mark.timeout(120)
@@ -33,3 +33,17 @@ def test_a_grid_sweep_from_the_command_line(tmp_path: Path, capsys: pytest.Captu
     err = capsys.readouterr().err.strip()
     assert err == (f"rxrl sweep: error: --out {out} already holds a sweep (sweep.json, tune, runs): "
                    "continue it with --resume, or choose a new --out")
+
+
+@pytest.mark.timeout(150)
+def test_a_wrong_address_is_one_line_and_leaves_no_sweep(tmp_path: Path) -> None:
+    # in its own process: this test process may hold the session's Ray, which a sweep reuses
+    out = tmp_path / "sweep"
+    done = rxrl_cli("sweep", "ppo", "--env", "CartPole-v1", "--steps", "1024", "--trials", "2",
+                    "--space", "lr=loguniform(1e-4,1e-2)", "--address", "127.0.0.1:1", "--out", out,
+                    timeout=120)
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert errors == [errors[0]] and errors[0].startswith(
+        "rxrl sweep: error: --address 127.0.0.1:1: no Ray cluster at address '127.0.0.1:1'"), done.stderr
+    assert not out.exists()

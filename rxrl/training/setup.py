@@ -181,6 +181,16 @@ def run_dir(out: str | Path | None, setup: Setup, resume: str | Path | None = No
     return path
 
 
+def check_target_return(value: object) -> float | None:
+    """``--target-return`` checked: None, or a finite number (as a float); ValueError (one
+    line) for anything else. `rxrl.Trainer` and `rxrl sweep` share it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"--target-return must be a finite number, got {value!r}")
+    return float(value)
+
+
 def check_writable(path: Path) -> None:
     """ValueError unless ``path`` is a writable directory or can be made one (its nearest
     existing ancestor is a writable directory)."""
@@ -274,5 +284,5 @@ def ray_init_options(plan: rxrl.Plan[Any]) -> dict[str, Any]:
 
 
 __all__ = ["BACKENDS", "RAY_INIT", "RUN_FILES", "TORCH_FREE_PRELOAD", "WORKER_NICENESS", "WORKER_PRELOAD",
-           "WORKER_RESTARTS", "Setup", "algorithm_of", "check_state_settings", "check_writable", "prepare",
-           "ray_init_options", "run_dir", "run_files", "same_dir", "write_json"]
+           "WORKER_RESTARTS", "Setup", "algorithm_of", "check_state_settings", "check_target_return",
+           "check_writable", "prepare", "ray_init_options", "run_dir", "run_files", "same_dir", "write_json"]

@@ -32,7 +32,7 @@ import attrs
 
 from rxrl.algos import Algorithm, get
 from rxrl.algos.configs import resolve
-from rxrl.training.setup import BACKENDS, RAY_INIT, check_writable
+from rxrl.training.setup import BACKENDS, RAY_INIT, check_target_return, check_writable
 from rxrl.training.sweep_space import (
     DISTRIBUTIONS,
     Dist,
@@ -152,14 +152,10 @@ def make_sweep(algo: str, *, env: str | None = None, steps: int | None = None,
     _one_of("--scheduler", scheduler, SCHEDULERS)
     _one_of("--time-attr", time_attr, tuple(TIME_ATTRS))
     _one_of("--trial-backend", trial_backend, BACKENDS)
-    if target_return is not None:
-        if isinstance(target_return, bool) or not isinstance(target_return, int | float) \
-                or not math.isfinite(target_return):
-            raise ValueError(f"--target-return must be a finite number, got {target_return!r}")
-        if scheduler == "pbt":
-            raise ValueError("--target-return stops each trial at the target, and PBT trains its "
-                             "population for the whole budget: use --scheduler asha or none")
-        target_return = float(target_return)
+    target_return = check_target_return(target_return)
+    if target_return is not None and scheduler == "pbt":
+        raise ValueError("--target-return stops each trial at the target, and PBT trains its "
+                         "population for the whole budget: use --scheduler asha or none")
     spec = get(algo)
     resolved = _resolved_space(spec, space)
     fixed = {_resolve(spec, k, "--set"): v for k, v in (settings or {}).items()}
@@ -336,6 +332,15 @@ def score(episode_return_mean: float, env_steps: int, steps: int, target: float 
     if target is None or not episode_return_mean >= target:
         return episode_return_mean
     return target + abs(target) * max(0.0, 1.0 - env_steps / steps)
+
+
+def reached_at(last: Mapping[str, Any], target: float | None) -> int | None:
+    """The env steps at which a trial reached ``target``, from its ``last`` reported metrics
+    (None: it did not, or no target): a trial stops at its first record at the target, so
+    it reached it iff its last record is there."""
+    if target is None or not float(last.get(METRIC, math.nan)) >= target:
+        return None
+    return int(last.get("env_steps_sampled", 0))
 
 
 def rank(row: TrialRow) -> tuple[bool, float, float, int]:
@@ -521,5 +526,5 @@ __all__ = ["BEST_FILE", "DEFAULT_TRIAL_BACKEND", "DISTRIBUTIONS", "EXTRA", "METR
            "RUNS_DIR", "SCHEDULERS", "SCORE", "SEARCHES", "SWEEP_FILE", "TIME_ATTRS", "TUNE_DIR", "Dist",
            "Outcome", "Sweep", "SweepResult", "TrialRow", "best_of", "check_configs", "check_out",
            "connect", "format_table", "make_sweep", "parse_dist", "parse_space", "parse_space_entry",
-           "rank", "read_space_file", "require_tune", "run_sweep", "score", "setting_text", "sweep_files",
-           "write_best", "write_results"]
+           "rank", "reached_at", "read_space_file", "require_tune", "run_sweep", "score", "setting_text",
+           "sweep_files", "write_best", "write_results"]

@@ -48,6 +48,7 @@ from rxrl.training.sweep import (
     Sweep,
     TrialRow,
     rank,
+    reached_at,
     score,
 )
 from rxrl.training.trainer import Trainer
@@ -268,7 +269,7 @@ class Progress(tune.Callback):
         """The trial ended: how far it got, its return, its settings."""
         result = trial.last_result or {}
         steps = int(result.get("env_steps_sampled", 0))
-        reached = self.target is not None and result.get(METRIC, math.nan) >= self.target
+        reached = reached_at(result, self.target) is not None
         ended = "reached target" if reached else "completed" if steps >= self.steps else "stopped early"
         settings = ", ".join(f"{k}={_short(v)}" for k, v in trial.config.items())
         self._line(f"trial {trial.trial_id}: {ended} after {steps:,} env steps, return "
@@ -372,7 +373,7 @@ def rows_of(sweep: Sweep, out: Path, grid: tune.ResultGrid) -> list[TrialRow]:
         frame = result.metrics_dataframe
         history = frame[METRIC].dropna() if frame is not None and METRIC in frame else []
         steps = int(metrics.get("env_steps_sampled", 0))
-        reached = reached_at(frame, sweep.target_return)
+        reached = reached_at(metrics, sweep.target_return)
         state = status.get(trial)
         outcome: Outcome = (
             "error" if result.error is not None or state == Trial.ERROR else
@@ -386,14 +387,6 @@ def rows_of(sweep: Sweep, out: Path, grid: tune.ResultGrid) -> list[TrialRow]:
             None if result.error is None else _one_line(result.error), reached))
     return sorted(rows, key=lambda r: (math.isfinite(r.episode_return_mean), rank(r)), reverse=True)
 
-
-def reached_at(frame: Any, target: float | None) -> int | None:
-    """The env steps of a trial's first reported record at or above ``target`` (None: none
-    was, or no target); ``frame`` is its reported metrics, a row per record."""
-    if target is None or frame is None or METRIC not in frame or "env_steps_sampled" not in frame:
-        return None
-    hits = frame[frame[METRIC] >= target]
-    return None if hits.empty else int(hits["env_steps_sampled"].iloc[0])
 
 
 def exploits(run_dir: Path) -> int:

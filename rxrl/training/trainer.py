@@ -53,6 +53,7 @@ from rxrl.training.setup import (
     BACKENDS,
     WORKER_RESTARTS,
     Setup,
+    check_target_return,
     prepare,
     ray_init_options,
     same_dir,
@@ -129,8 +130,7 @@ class Trainer:
             raise ValueError(f"--checkpoint-every must be >= 1, got {checkpoint_every}")
         if worker_restarts < -1:
             raise ValueError(f"--worker-restarts must be >= 0 (or -1 for no limit), got {worker_restarts}")
-        if target_return is not None and not math.isfinite(target_return):
-            raise ValueError(f"--target-return must be a finite number, got {target_return}")
+        target_return = check_target_return(target_return)
         check_loggers(loggers)
         self.evaluation: Evaluation | None = evaluation_settings(
             evaluation_interval, evaluation_workers, evaluation_episodes)

@@ -18,13 +18,11 @@ from rxrl.algos.common import (
     int_at_least,
     make_groups,
     optional,
-    train_on_fragments,
-    train_on_sequences,
     valid_placement,
 )
-from rxrl.algos.on_policy.common import decayed, synchronous_plan
+from rxrl.algos.on_policy.common import on_policy_plan
 from rxrl.algos.spec import Algorithm
-from rxrl.rl import A2CConfig, Metrics, RolloutWorker
+from rxrl.rl import A2CConfig, Metrics
 from rxrl.rl.models.initial import LazyClass
 
 if TYPE_CHECKING:
@@ -74,13 +72,7 @@ def groups(config: A2C, start: Start | None = None) -> Groups[A2CLearner]:
 def plan(config: A2C, actors: Groups[A2CLearner] | None = None) -> rxrl.Plan[Metrics]:
     """A2C as a plan: one `Metrics` record per gradient step, forever (PPO's dataflow:
     `rxrl.algos.on_policy.common.synchronous_plan`)."""
-    actors = actors or groups(config)
-    if config.policy.is_recurrent:  # sequences from the workers to the learner
-        return synchronous_plan(config, actors, decayed(config.lr_decay_steps, config.learner.lr,
-                                                        train_on_sequences),
-                                RolloutWorker.sample_sequences)
-    return synchronous_plan(config, actors, decayed(config.lr_decay_steps, config.learner.lr,
-                                                    train_on_fragments), RolloutWorker.sample)
+    return on_policy_plan(config, actors or groups(config))
 
 
 #: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies

@@ -16,8 +16,10 @@ from rxrl.algos.common import (
     rows,
     set_learning_rate,
     set_weights,
+    train_on_fragments,
+    train_on_sequences,
 )
-from rxrl.rl import Metrics, RolloutWorker, SampleBatch
+from rxrl.rl import Metrics, PolicyConfig, RolloutWorker, SampleBatch
 from rxrl.rl.data.sequences import SequenceBatch
 
 #: a worker's fragment: flat transitions (`RolloutWorker.sample`) or sequences
@@ -41,6 +43,41 @@ class Batched(Protocol):
     @property
     def round_size(self) -> int:
         """Env steps one barrier round samples."""
+
+
+class LearningRate(Protocol):
+    """A learner config: its (initial) learning rate."""
+
+    @property
+    def lr(self) -> float:
+        """The optimizer's learning rate (where a schedule starts)."""
+
+
+class OnPolicy(Batched, Protocol):
+    """What `on_policy_plan` reads besides `Batched`: the policy (recurrent or not) and the
+    learning-rate schedule."""
+
+    @property
+    def policy(self) -> PolicyConfig:
+        """The policy: a recurrent one trains on sequences."""
+
+    @property
+    def lr_decay_steps(self) -> int | None:
+        """Trained env steps over which the learning rate decays to 0 (None: constant)."""
+
+    @property
+    def learner(self) -> LearningRate:
+        """The learner's settings."""
+
+
+def on_policy_plan(config: OnPolicy, actors: Groups[Any]) -> rxrl.Plan[Metrics]:
+    """PPO's and A2C's plan: `synchronous_plan` with flat fragments, or sequences for a
+    recurrent policy, trained at the learning rate of `decayed`."""
+    steps, lr = config.lr_decay_steps, config.learner.lr
+    if config.policy.is_recurrent:  # sequences from the workers to the learner
+        return synchronous_plan(config, actors, decayed(steps, lr, train_on_sequences),
+                                RolloutWorker.sample_sequences)
+    return synchronous_plan(config, actors, decayed(steps, lr, train_on_fragments), RolloutWorker.sample)
 
 
 def synchronous_plan(config: Batched, actors: Groups[Any], train: Callable[[Any, list[B]], Trained],
@@ -93,4 +130,5 @@ def decayed(lr_decay_steps: int | None, lr: float, train: Callable[[L, list[B]],
     return train_on_fragments_decayed
 
 
-__all__ = ["B", "Batched", "decayed", "lead", "synchronous_plan"]
+__all__ = ["B", "Batched", "L", "LearningRate", "OnPolicy", "decayed", "lead", "on_policy_plan",
+           "synchronous_plan"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -13,18 +13,18 @@ from rxrl.algos.common import (
     LearnerPlacement,
     RolloutSettings,
     Start,
+    Trained,
     env_spaces,
     instance_of,
     int_at_least,
     make_groups,
     optional,
-    train_on_fragments,
-    train_on_sequences,
     valid_placement,
 )
-from rxrl.algos.on_policy.common import decayed, synchronous_plan
+from rxrl.algos.on_policy import common
+from rxrl.algos.on_policy.common import B, L, on_policy_plan
 from rxrl.algos.spec import Algorithm
-from rxrl.rl import Metrics, PPOConfig, RolloutWorker
+from rxrl.rl import Metrics, PPOConfig
 from rxrl.rl.models.initial import LazyClass
 
 if TYPE_CHECKING:
@@ -89,13 +89,13 @@ def plan(config: PPO, actors: Groups[PPOLearner] | None = None) -> rxrl.Plan[Met
         | broadcast(workers, set_weights)                         # before the next round
         | map(progress.observe_trained)                           # Metrics
     """
-    actors = actors or groups(config)
-    if config.policy.is_recurrent:  # sequences from the workers to the learner
-        return synchronous_plan(config, actors, decayed(config.lr_decay_steps, config.learner.lr,
-                                                        train_on_sequences),
-                                RolloutWorker.sample_sequences)
-    return synchronous_plan(config, actors, decayed(config.lr_decay_steps, config.learner.lr,
-                                                    train_on_fragments), RolloutWorker.sample)
+    return on_policy_plan(config, actors or groups(config))
+
+
+def decayed(config: PPO, train: Callable[[L, list[B]], Trained]) -> Callable[[L, list[B]], Trained]:
+    """``train`` at ``config``'s learning-rate schedule (`rxrl.algos.on_policy.common.decayed`,
+    which A2C shares; kept here under its earlier name)."""
+    return common.decayed(config.lr_decay_steps, config.learner.lr, train)
 
 
 #: CleanRL's continuous-control PPO (ppo_continuous_action.py): 2048 steps per batch (two

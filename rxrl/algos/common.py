@@ -128,6 +128,15 @@ def _device(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
                          f"{list(get_args(LearnerDevice))}, got {value!r}")
 
 
+def _gpus(inst: Any, attribute: attrs.Attribute[float], value: float) -> None:
+    """attrs validator of ``learner_gpus``: a fraction in (0, 1] or a whole number of GPUs (as
+    Ray takes them)."""
+    if (isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf
+            or (value > 1 and value != int(value))):
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be a fraction in (0, 1] or a "
+                         f"whole number of GPUs, got {value!r}")
+
+
 #: ``RolloutSettings.learner_placement``
 LearnerPlacement = Literal["actor", "driver"]
 
@@ -214,7 +223,9 @@ class RolloutSettings:
     advantages. Worker ``i`` is seeded with ``(seed, i)``; the learner's initial weights
     with ``seed``. ``learner_threads`` is the learner's torch thread count (process-wide);
     ``learner_device`` where it trains: ``"cpu"``, ``"cuda"`` (the learner's Ray actor then
-    asks for a GPU) or ``"auto"`` (``"cuda"`` when the driver sees CUDA, else ``"cpu"``).
+    asks for ``learner_gpus`` GPUs) or ``"auto"`` (``"cuda"`` when the driver sees CUDA, else
+    ``"cpu"``). ``learner_gpus`` (default 1): what each learner actor on CUDA asks Ray for; a
+    fraction lets the members of a learner group share a chip (0.5: two learners on one GPU).
     ``learner_placement`` where the learner lives on a distributed backend: ``"actor"``, a
     process of its own (an asynchronous learner works while the driver routes samples), or
     ``"driver"``, the driver's own process (`ActorGroup.on_driver`: no process to start and
@@ -244,6 +255,7 @@ class RolloutSettings:
     policy: PolicyConfig = attrs.field(factory=PolicyConfig, validator=_policy)
     learner_threads: int = attrs.field(default=1, validator=int_at_least(1))
     learner_device: LearnerDevice = attrs.field(default="cpu", validator=_device)
+    learner_gpus: float = attrs.field(default=1.0, validator=_gpus)
     learner_placement: LearnerPlacement = attrs.field(default="actor", validator=valid_placement)
     episode_metrics: str | None = attrs.field(default=None, validator=_episode_metrics)
     placement: PlacementSettings = attrs.field(factory=PlacementSettings,
@@ -530,14 +542,14 @@ def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config
         learners = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start, learner_kwargs,
                                                       Rendezvous.open(n)), n, name=f"{name}-allreduce")
         if device_of(settings) != "cpu":
-            learners = learners.with_options(num_gpus=1)
+            learners = learners.with_options(num_gpus=settings.learner_gpus)
         return Groups(workers, placed(learners, settings.placement.learner))
     learner = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start, learner_kwargs),
                                   1, name=name)
     if settings.learner_placement == "driver":
         learner = learner.on_driver()
     elif device_of(settings) != "cpu":  # Ray gives an actor a GPU only if it asks for one
-        learner = learner.with_options(num_gpus=1)
+        learner = learner.with_options(num_gpus=settings.learner_gpus)
     return Groups(workers, placed(learner, settings.placement.learner))
 
 

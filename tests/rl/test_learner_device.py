@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 import torch
@@ -106,3 +107,19 @@ def test_a_cuda_learner_trains_on_the_gpu_and_hands_out_cpu_values(batch: Sample
     expected = on_cpu.apply_gradients(grads)
     got = on_gpu.apply_gradients(grads)
     assert all(np.allclose(got[k], w, atol=1e-5) for k, w in expected.items())
+
+
+@pytest.mark.parametrize("num_learners", [1, 2])
+def test_learner_gpus_is_what_each_cuda_learner_asks_ray_for(num_learners: int) -> None:
+    """``learner_gpus=0.5``: two learners of a group share one GPU (Ray places both on it)."""
+    config = PPO(learner_device="cuda", learner_gpus=0.5, learner_placement="actor",
+                 learner=PPOConfig(num_learners=num_learners))
+    assert groups(config).learner.options.get("num_gpus") == 0.5
+    assert groups(attrs.evolve(config, learner_device="cpu")).learner.options.get("num_gpus") is None
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, float("nan"), float("inf"), True, "1"])
+def test_bad_learner_gpus_are_refused_in_one_line(bad: Any) -> None:
+    with pytest.raises(ValueError, match=r"^PPO.learner_gpus must be a fraction in \(0, 1\] or a whole "
+                                         r"number of GPUs, got "):
+        PPO(learner_gpus=bad)

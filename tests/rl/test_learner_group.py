@@ -32,7 +32,7 @@ from rxrl.rl import (
 )
 from rxrl.rl.data.fragment import Fragment
 from rxrl.rl.learners.actor_critic import A2CLearner, Learner, PPOLearner
-from rxrl.rl.learners.collective import Collective, Rendezvous
+from rxrl.rl.learners.collective import Collective, Rendezvous, backend_for
 from rxrl.rl.learners.dqn import DQNLearner
 from rxrl.rl.learners.vtrace import APPOLearner, IMPALALearner
 
@@ -104,6 +104,30 @@ def test_parts_cover_every_row_once() -> None:
         parts = [Collective(rendezvous, r).part(rows) for r in range(3)]
         covered = [i for p in parts for i in range(p.start, p.stop)]
         assert covered == list(range(rows))
+
+
+def test_cuda_ranks_use_nccl_only_on_gpus_of_their_own() -> None:
+    """NCCL refuses two ranks on one device: ranks sharing a GPU (``learner_gpus=0.5``) sum on
+    gloo, which takes CUDA tensors through host memory."""
+    assert backend_for(["GPU-a", "GPU-b"]) == "nccl"
+    assert backend_for(["GPU-a", "GPU-a"]) == "gloo"
+    assert backend_for(["GPU-a", "GPU-b", "GPU-a"]) == "gloo"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (a CUDA build of torch and a GPU); "
+                                                          "this process has none")
+def test_a_cuda_group_sharing_one_gpu_ends_where_one_learner_does(batch: SampleBatch) -> None:
+    """The law on a GPU: two ranks on one chip (gloo over CUDA tensors) end where one CUDA
+    learner on the whole batch does."""
+    config = PPOConfig(num_epochs=2, minibatch_size=32, max_grad_norm=0.5)
+    single = PPOLearner(ENV, config, seed=1, device="cuda")
+    single.train(batch)
+    group = run_group(lambda c: PPOLearner(ENV, config, seed=1, device="cuda", collective=c), 2,
+                      lambda learner: learner.train(batch))
+    assert next(group[0].policy.parameters()).device.type == "cuda"
+    for a, b in zip(params(single), params(group[0]), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+    assert all(torch.equal(a, b) for a, b in zip(params(group[0]), params(group[1]), strict=True))
 
 
 def test_a_rank_that_never_comes_is_an_error_not_a_hang(batch: SampleBatch) -> None:

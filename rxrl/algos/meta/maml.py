@@ -135,7 +135,7 @@ def groups(config: MAML, start: Start | None = None) -> MAMLGroups:
     workers = rxrl.indexed_actors(MAMLWorkerFactory(config, start), config.num_workers, name="MAMLWorker")
     learner = rxrl.indexed_actors(MAMLLearnerFactory(config, start), 1, name="MAMLLearner")
     if device_of(config) != "cpu":
-        learner = learner.with_options(num_gpus=1)
+        learner = learner.with_options(num_gpus=config.learner_gpus)
     return MAMLGroups(placed(workers, config.placement.workers), placed(learner, config.placement.learner))
 
 

@@ -291,7 +291,7 @@ def groups(config: MultiAgentPPO, start: Start | None = None) -> MultiAgentGroup
     learner = rxrl.indexed_actors(MultiPPOLearnerFactory(config, config.learner, tuple(spaces), start), 1,
                                   name="MultiPPOLearner")
     if device_of(config) != "cpu":
-        learner = learner.with_options(num_gpus=1)
+        learner = learner.with_options(num_gpus=config.learner_gpus)
     where = config.placement
     return MultiAgentGroups(placed(workers, where.workers), placed(learner, where.learner))
 

@@ -210,7 +210,7 @@ def groups(config: TwoTrainer, start: Start | None = None) -> TwoTrainerGroups:
     learner = rxrl.indexed_actors(MultiPPOLearnerFactory(config, config.ppo, tuple(ppo), start), 1,
                                   name="MultiPPOLearner")
     if device_of(config) != "cpu":
-        learner = learner.with_options(num_gpus=1)
+        learner = learner.with_options(num_gpus=config.learner_gpus)
     dqn_learner = rxrl.indexed_actors(DQNLearnerFactory(config, start), 1, name="MultiDQNLearner")
     replay = rxrl.indexed_actors(ReplayFactory(config, start), 1, name="MultiReplay")
     where = config.placement

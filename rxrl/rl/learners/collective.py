@@ -12,7 +12,9 @@ waits for one that has nothing to do.
 
 The ranks meet through a `Rendezvous`: a torch ``TCPStore`` served by the process that opened
 it (the driver, which builds the plan), to which each rank connects at its first step. Sums run
-on gloo for CPU learners and NCCL for CUDA ones (torch.distributed process groups made
+on gloo for CPU learners and NCCL for CUDA ones on distinct GPUs; CUDA ranks that share a GPU
+(``learner_gpus=0.5``: two learners on one chip) sum on gloo too, through host memory, since
+NCCL refuses two ranks on one device (torch.distributed process groups made
 directly, not the process-global default group, so that several ranks may share a process:
 the reference and rx backends run a group's members on threads of the driver's process,
 `rxrl.ops.call_all`).
@@ -87,6 +89,8 @@ class Collective:
         #: weighted 1 / size) rather than on its part of one batch every rank holds
         self.local_data = local_data
         self._group: Any = None
+        #: whether CUDA tensors go through host memory to be summed (ranks sharing a GPU, on gloo)
+        self._via_host = False
 
     def __reduce__(self) -> tuple[Any, ...]:
         return Collective, (self.rendezvous, self.rank), {"local_data": self.local_data}
@@ -127,11 +131,21 @@ class Collective:
             store = TCPStore(r.host, r.port, is_master=False, timeout=timeout)
             scoped = PrefixStore(f"rxrl-learners-{r.port}", store)
             if device.type == "cuda":
-                return dist.ProcessGroupNCCL(scoped, self.rank, self.size, dist.ProcessGroupNCCL.Options())
+                if backend_for(self._gpus(scoped, device)) == "nccl":
+                    return dist.ProcessGroupNCCL(scoped, self.rank, self.size,
+                                                 dist.ProcessGroupNCCL.Options())
+                self._via_host = True
             return dist.ProcessGroupGloo(scoped, self.rank, self.size, timeout)
         except (RuntimeError, dist.DistStoreError) as e:
             raise RuntimeError(f"learner group rank {self.rank} of {self.size}: could not meet the "
                                f"others at {r.host}:{r.port} within {r.timeout_s:g} s: {e}") from e
+
+    def _gpus(self, store: Any, device: torch.device) -> list[str]:
+        """Every rank's GPU (its UUID), exchanged through the rendezvous store."""
+        props = torch.cuda.get_device_properties(device)
+        gpu = getattr(props, "uuid", f"{_node_ip()}-{props.name}-{device.index}")
+        store.set(f"gpu-{self.rank}", str(gpu))
+        return [store.get(f"gpu-{r}").decode() for r in range(self.size)]
 
     def allreduce_(self, tensor: torch.Tensor) -> None:
         """Replace ``tensor`` by its sum over the group's ranks (every rank gets the same bits)."""
@@ -140,6 +154,11 @@ class Collective:
         if self._group is None:
             self._group = self._connect(tensor.device)
         try:
+            if tensor.is_cuda and self._via_host:  # ranks share a GPU: gloo sums in host memory
+                summed = tensor.cpu()
+                self._group.allreduce([summed]).wait()
+                tensor.copy_(summed)
+                return
             self._group.allreduce([tensor]).wait()
         except RuntimeError as e:
             raise RuntimeError(f"learner group rank {self.rank} of {self.size}: the gradient "
@@ -164,4 +183,11 @@ class Collective:
         return [float(v) for v in flat[offset:].tolist()]
 
 
-__all__ = ["Collective", "Rendezvous"]
+def backend_for(gpus: Sequence[str]) -> str:
+    """The collective backend of CUDA ranks on ``gpus`` (one id per rank): ``"nccl"`` when each
+    has a GPU of its own, ``"gloo"`` (the sum then goes through host memory) when two share
+    one — NCCL refuses that ("Duplicate GPU detected")."""
+    return "nccl" if len(set(gpus)) == len(gpus) else "gloo"
+
+
+__all__ = ["Collective", "Rendezvous", "backend_for"]

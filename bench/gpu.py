@@ -107,7 +107,8 @@ def learners(args: argparse.Namespace) -> dict[str, Any]:
         groups: dict[int, list[Any]] = {}
         for n in (1, 2):
             settings = PPO(env=ATARI, env_kwargs=kwargs, learner_device=args.device,
-                           learner_gpus=0.5, learner=attrs.evolve(config, num_learners=n))
+                           train_batch_size=len(batch), learner_gpus=0.5,
+                           learner=attrs.evolve(config, num_learners=n))
             rdv = Rendezvous.open(n) if n > 1 else None
             groups[n] = [remote.remote(settings, attrs.evolve(config, num_learners=n), rdv, r)
                          for r in range(n)]

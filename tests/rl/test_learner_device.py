@@ -123,3 +123,20 @@ def test_bad_learner_gpus_are_refused_in_one_line(bad: Any) -> None:
     with pytest.raises(ValueError, match=r"^PPO.learner_gpus must be a fraction in \(0, 1\] or a whole "
                                          r"number of GPUs, got "):
         PPO(learner_gpus=bad)
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_minibatches_gathered_on_the_device_train_exactly_as_host_gathered_ones(
+        batch: SampleBatch, normalize: bool) -> None:
+    """A GPU learner copies the batch to its device once and gathers each minibatch there
+    (``gather_on_device``, on by default off the CPU): the same rows in the same order as the
+    host's `SampleBatch.minibatches`, so the same training, bit for bit (checked on the CPU)."""
+    config = PPOConfig(num_epochs=3, minibatch_size=100, normalize_advantages=normalize)
+    host, device = (PPOLearner("CartPole-v1", config, seed=0) for _ in range(2))
+    assert not host.gather_on_device
+    device.gather_on_device = True
+    for _ in range(2):
+        a, b = host.train(batch), device.train(batch)
+        assert (a.policy_loss, a.value_loss, a.num_updates) == (b.policy_loss, b.value_loss, b.num_updates)
+    assert all(np.array_equal(x, y) for x, y in zip(host.get_weights().values(),
+                                                    device.get_weights().values(), strict=True))

@@ -106,6 +106,26 @@ def test_parts_cover_every_row_once() -> None:
         assert covered == list(range(rows))
 
 
+@pytest.mark.parametrize("local_data", [False, True])
+def test_a_group_gathering_on_its_device_trains_as_one_gathering_on_the_host(batch: SampleBatch,
+                                                                            local_data: bool) -> None:
+    """Members that gather their minibatches from a device copy of the batch (a GPU learner's
+    ``gather_on_device``; here on the CPU) end bit for bit where host-gathering members do."""
+    config = PPOConfig(num_epochs=2, minibatch_size=24, max_grad_norm=0.5)
+
+    def group(on_device: bool) -> list[Any]:
+        def make(c: Collective) -> PPOLearner:
+            c.local_data = local_data
+            learner = PPOLearner(ENV, config, seed=1, collective=c)
+            learner.gather_on_device = on_device
+            return learner
+        return run_group(make, 2, lambda learner: learner.train(batch))
+
+    host, device = group(False), group(True)
+    for a, b in zip(host, device, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(params(a), params(b), strict=True))
+
+
 def test_cuda_ranks_use_nccl_only_on_gpus_of_their_own() -> None:
     """NCCL refuses two ranks on one device: ranks sharing a GPU (``learner_gpus=0.5``) sum on
     gloo, which takes CUDA tensors through host memory."""

@@ -166,6 +166,14 @@ class SampleBatch:
         Every row lands in exactly one minibatch; the last one is shorter when `size` does
         not divide the length, unless `drop_last` drops it.
         """
+        for idx in self.minibatch_indices(size, rng, drop_last=drop_last):
+            yield self._rows(idx)
+
+    def minibatch_indices(
+        self, size: int, rng: np.random.Generator | None = None, *, drop_last: bool = False
+    ) -> Iterator[npt.NDArray[np.intp]]:
+        """The rows of each of `minibatches` (the same order for the same ``rng`` state): for a
+        learner that gathers them itself, from a copy of the batch on its device."""
         if size < 1:
             raise ValueError(f"SampleBatch.minibatches: size must be >= 1, got {size}")
         n = len(self)
@@ -174,7 +182,7 @@ class SampleBatch:
             idx = order[start : start + size]
             if drop_last and len(idx) < size:
                 return
-            yield self._rows(idx)
+            yield idx
 
     def with_columns(self, **columns: npt.NDArray[Any]) -> SampleBatch:
         """A copy with the named columns replaced (validated like a new batch)."""

@@ -105,11 +105,17 @@ class Learner:
         self.optimizer = Adam(self.policy.parameters(), lr=lr, eps=adam_eps)
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0x1EA12]))
         self.num_updates = 0
+        #: whether flat batches cross to the device once and minibatches are gathered there
+        #: (on a GPU; on the CPU the host gathers them, as the numpy rows are there already)
+        self.gather_on_device = self.device.type != "cpu"
         #: transitions trained on so far (a learning-rate schedule's clock)
         self.env_steps_trained = 0
 
-    def tensors(self, batch: SampleBatch | SequenceBatch) -> TensorBatch:
-        """The loss columns of ``batch`` as tensors on the learner's device."""
+    def tensors(self, batch: SampleBatch | SequenceBatch | TensorBatch) -> TensorBatch:
+        """The loss columns of ``batch`` as tensors on the learner's device (a `TensorBatch` is
+        there already)."""
+        if isinstance(batch, TensorBatch):
+            return batch
         t = TensorBatch.from_batch(batch)
         if self.device.type == "cpu":
             return t
@@ -215,9 +221,21 @@ class PPOLearner(Learner):
         super().__init__(env, policy, seed, config.lr, config.adam_eps, env_kwargs, device, collective)
 
     def train(self, batch: SampleBatch) -> TrainMetrics:
-        """Update the policy on `batch`; stops early once approx-KL exceeds `target_kl`."""
+        """Update the policy on `batch`; stops early once approx-KL exceeds `target_kl`.
+
+        On a GPU the batch crosses to the device once and each minibatch is gathered there
+        (the same rows in the same order as `SampleBatch.minibatches`): gathering and copying
+        every minibatch on the host, again in every epoch, left the GPU mostly waiting."""
         self._flat("train")
-        return self._train(batch, batch.minibatches, batch.norm_stats)
+        if not self.gather_on_device:
+            return self._train(batch, batch.minibatches, batch.norm_stats)
+        whole = self.tensors(batch)
+
+        def minibatches(size: int, rng: np.random.Generator) -> Iterator[TensorBatch]:
+            for idx in batch.minibatch_indices(size, rng):
+                yield whole.rows(torch.as_tensor(idx, device=self.device))
+
+        return self._train(batch, minibatches, batch.norm_stats)
 
     def train_sequences(self, batch: SequenceBatch) -> TrainMetrics:
         """`train` over sequences (a recurrent policy's): minibatches of whole sequences,
@@ -228,7 +246,8 @@ class PPOLearner(Learner):
         return self._train(batch.batch, batch.minibatches, batch.batch.norm_stats)
 
     def _train(self, batch: SampleBatch,
-               minibatches: Callable[[int, np.random.Generator], Iterator[SampleBatch | SequenceBatch]],
+               minibatches: Callable[[int, np.random.Generator],
+                                     Iterator[SampleBatch | SequenceBatch | TensorBatch]],
                norm_stats: NormStats | None) -> TrainMetrics:
         start, c = time.perf_counter(), self.config
         if len(batch) == 0:
@@ -240,7 +259,7 @@ class PPOLearner(Learner):
         for _ in range(c.num_epochs):
             for minibatch in minibatches(c.minibatch_size, self.rng):
                 if self.collective is not None:  # a learner group: this rank's rows, summed
-                    assert isinstance(minibatch, SampleBatch)
+                    assert not isinstance(minibatch, SequenceBatch)
                     part, share = self.collective.shard(minibatch, c.normalize_advantages)
                     mine = None if part is None else loss(self.tensors(part), normalize_advantages=False)
                     term, norm, _ = self._group_step(mine, share, c.max_grad_norm)

@@ -34,7 +34,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import PrefixStore, TCPStore
 
 from rxrl.rl.data.batch import SampleBatch
-from rxrl.rl.objectives.losses import normalized
+from rxrl.rl.objectives.losses import TensorBatch, normalized
 
 #: the servers of the rendezvous this process opened, by port (they live as long as it does:
 #: a rank that restarts may connect again)
@@ -105,23 +105,23 @@ class Collective:
         start = self.rank * base + min(self.rank, extra)
         return slice(start, start + base + (1 if self.rank < extra else 0))
 
-    def shard(self, minibatch: SampleBatch, normalize_advantages: bool) -> tuple[SampleBatch | None, float]:
-        """This rank's rows of ``minibatch`` (`part`; None when it has none) and their share of
+    def shard(self, minibatch: SampleBatch | TensorBatch,
+              normalize_advantages: bool) -> tuple[SampleBatch | TensorBatch | None, float]:
+        """This rank's rows of ``minibatch`` (a `SampleBatch`, or a `TensorBatch` gathered on the
+        learner's device) (`part`; None when it has none) and their share of
         it, with the advantages already standardized over the whole minibatch when
         ``normalize_advantages`` (as one learner would: the loss is then taken without it).
         With ``local_data``: the whole minibatch (standardized by itself), share ``1 / size``."""
         if self.local_data:  # all of it is this rank's: one of ``size`` equal shares
             if normalize_advantages:
-                adv = normalized(torch.as_tensor(minibatch.advantages)).numpy()
-                minibatch = minibatch.with_columns(advantages=adv)
+                minibatch = minibatch.with_columns(advantages=_standardized(minibatch.advantages))
             return minibatch, 1.0 / self.size
         rows = self.part(len(minibatch))
         if rows.stop == rows.start:
             return None, 0.0
         part = minibatch.slice(rows.start, rows.stop)
         if normalize_advantages:
-            adv = normalized(torch.as_tensor(minibatch.advantages)).numpy()
-            part = part.with_columns(advantages=adv[rows])
+            part = part.with_columns(advantages=_standardized(minibatch.advantages)[rows])
         return part, (rows.stop - rows.start) / len(minibatch)
 
     def _connect(self, device: torch.device) -> Any:
@@ -181,6 +181,13 @@ class Collective:
             p.grad = flat[offset:offset + n].view_as(p).clone()
             offset += n
         return [float(v) for v in flat[offset:].tolist()]
+
+
+def _standardized(advantages: Any) -> Any:
+    """``normalized`` advantages, of the same kind (numpy array or tensor) as given."""
+    if isinstance(advantages, torch.Tensor):
+        return normalized(advantages)
+    return normalized(torch.as_tensor(advantages)).numpy()
 
 
 def backend_for(gpus: Sequence[str]) -> str:

@@ -48,6 +48,24 @@ class TensorBatch:
             **sequences,
         )
 
+    def __len__(self) -> int:
+        return len(self.obs)
+
+    def rows(self, index: torch.Tensor | slice) -> TensorBatch:
+        """These rows of a flat batch (gathered where the tensors are: on the learner's device)."""
+        if self.starts is not None:
+            raise ValueError("TensorBatch.rows: a sequence batch is cut by whole sequences")
+        return TensorBatch(self.obs[index], self.actions[index], self.logp[index], self.values[index],
+                           self.advantages[index], self.value_targets[index])
+
+    def slice(self, start: int, stop: int) -> TensorBatch:
+        """Rows ``start:stop`` (`SampleBatch.slice`'s counterpart)."""
+        return self.rows(slice(start, stop))
+
+    def with_columns(self, *, advantages: torch.Tensor) -> TensorBatch:
+        """A copy with other advantages."""
+        return attrs.evolve(self, advantages=advantages)
+
     def evaluate(self, policy: ActorCritic) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The policy's differentiable `(logp, entropy, values)` of these rows: over sequences
         (`ActorCritic.evaluate_sequences`) when they are a sequence batch's."""

@@ -3,6 +3,7 @@ deadlines, Ctrl-C, and a cluster that loses a node."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -379,3 +380,36 @@ def test_a_cluster_that_loses_a_node_restarts_its_actors_on_a_new_node_or_stops_
     assert result["restarted_on"] == [result["replacement"]]
     assert "died while running gather(max_in_flight=1)" in result["stopped"]
     assert f"on node {result['doomed_too'][:12]} (" in result["stopped"]  # the lost node, named
+
+
+TRAIN_CLUSTER_SCRIPT = Path(__file__).with_name("ray_cluster_train_node_loss.py")
+
+
+@pytest.mark.timeout(300)
+def test_training_that_loses_a_node_finishes_on_the_others_counting_every_step_once() -> None:
+    """PPO and IMPALA (``rxrl.Trainer`` with ``worker_restarts``) on a 3-node cluster in a
+    subprocess lose the node of rollout worker 0 after 3 records: the run completes its budget
+    with the workers restarted on the remaining worker node, and every record trains exactly
+    one batch more (no batch lost to the fault, none counted twice). Sampled env steps count
+    each stepped transition once: PPO's records each at least their batch and at most a few
+    stepped but not kept (a worker's autoreset steps); IMPALA's at most the fragments in flight
+    ahead of its learner."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = subprocess.run([sys.executable, str(TRAIN_CLUSTER_SCRIPT)], capture_output=True, text=True,
+                          timeout=280, env=env, cwd=Path(__file__).parents[2], check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    for algo, steps in (("ppo", 1280), ("impala", 1536)):
+        run = result[algo]
+        assert run["status"] == "completed", algo
+        assert run["removed"] in run["before"] and run["removed"] not in run["alive"], algo
+        assert len(run["after"]) == 2 and run["removed"] not in run["after"], algo  # restarted elsewhere
+        assert set(run["after"]) <= set(run["alive"]), algo
+        records = [(0, 0), *run["records"]]
+        assert records[-1][1] == steps, algo
+        for (s0, t0), (s1, t1) in itertools.pairwise(records):
+            assert t1 - t0 == 128, (algo, records)
+            if algo == "ppo":  # synchronous: each record samples its batch and no more
+                assert 128 <= s1 - s0 <= 128 + 16, (algo, records)
+            else:  # asynchronous: at most the fragments in flight ahead of the learner
+                assert s0 <= s1 and 0 <= s1 - t1 <= 2 * 128 + 16, (algo, records)

@@ -325,6 +325,17 @@ class DQNConfig:
     #: learners in a data-parallel group (`rxrl.rl.learners.collective`): each takes its share
     #: of every replayed batch's rows and the gradients are summed over the group before each step
     num_learners: int = attrs.field(default=1, validator=v.ge(1))
+    #: the learning rate decays linearly from `lr` to 0 over the optimizer steps that this many
+    #: sampled env steps buy (`training_intensity * lr_decay_steps / replay.batch_size`); None:
+    #: constant (PPO's and A2C's `lr_decay_steps`, in DQN's clock)
+    lr_decay_steps: int | None = attrs.field(default=None, validator=v.optional(_int_at_least(1)))
+
+    @property
+    def lr_decay_updates(self) -> float | None:
+        """The optimizer steps over which the learning rate decays (None: it does not)."""
+        if self.lr_decay_steps is None:
+            return None
+        return self.training_intensity * self.lr_decay_steps / self.replay.batch_size
 
 
 def _clip_threshold(inst: object, attribute: attrs.Attribute[float], value: float) -> None:

@@ -92,6 +92,25 @@ def test_polyak_update_moves_the_target_by_tau() -> None:
         torch.testing.assert_close(new, 0.75 * old + 0.25 * online)
 
 
+def test_the_learning_rate_decays_linearly_over_the_steps_lr_decay_steps_buy() -> None:
+    """``lr_decay_steps=E``: step k (from 0) runs at ``lr * (1 - k / U)``, U the optimizer steps
+    that E sampled env steps buy (``training_intensity * E / batch_size``), 0 from U on."""
+    config = DQNConfig(lr=1e-3, training_intensity=8.0, lr_decay_steps=64)
+    assert config.lr_decay_updates == 8.0 * 64 / config.replay.batch_size == 4.0
+    dqn = learner(lr=1e-3, training_intensity=8.0, lr_decay_steps=64)
+    seen = []
+    for _ in range(6):
+        dqn.train(batch())
+        seen.append(dqn.optimizer.param_groups[0]["lr"])
+    assert seen == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3, 0.0, 0.0])
+    constant = learner(lr=1e-3)
+    for _ in range(3):
+        constant.train(batch())
+    assert constant.optimizer.param_groups[0]["lr"] == 1e-3
+    with pytest.raises(ValueError, match="lr_decay_steps"):
+        DQNConfig(lr_decay_steps=0)
+
+
 def test_train_returns_abs_td_errors_of_the_weights_before_the_step() -> None:
     dqn = learner(double_q=False, gamma=0.9)
     b = batch()

@@ -150,6 +150,10 @@ class DQNLearner:
         c = self.config
         limit = math.inf if c.max_grad_norm is None else c.max_grad_norm
         norm = float(torch.nn.utils.clip_grad_norm_(self.q_net.parameters(), limit))
+        if (updates := c.lr_decay_updates) is not None:  # linear decay to 0 (DQNConfig.lr_decay_steps)
+            lr = c.lr * max(0.0, 1.0 - self.num_updates / updates)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
         self.optimizer.step()
         self.num_updates += 1
         if self.num_updates % c.target_update_interval == 0:

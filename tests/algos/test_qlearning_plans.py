@@ -353,3 +353,16 @@ def test_dqn_on_ray_runs_workers_and_a_shard_that_never_import_torch(ray_session
     with rxrl.run(plan, "ray") as run:
         seen = list(run)
     assert seen and all(record == [False, False, False] for record in seen), seen
+
+
+def test_dqn_decays_its_learning_rate_over_twice_the_run_unless_told_otherwise() -> None:
+    """`DQN.lr_decay` (2.0): the learner's rate reaches 0 after twice ``exploration_steps`` (the
+    run's ``--steps``), halfway by the end of the run; None keeps it constant; a learner
+    setting of its own wins; anything but a positive number is refused in one line."""
+    assert dqn.DQN(exploration_steps=1000).learner_settings().lr_decay_steps == 2000
+    assert dqn.DQN(exploration_steps=1000, lr_decay=None).learner_settings().lr_decay_steps is None
+    own = dqn.DQN(exploration_steps=1000, learner=attrs.evolve(dqn.LEARNER, lr_decay_steps=7))
+    assert own.learner_settings().lr_decay_steps == 7
+    for bad in (0, -1.0, float("nan"), True):
+        with pytest.raises(ValueError, match=r"^DQN.lr_decay must be a positive number \(or None\), got "):
+            dqn.DQN(lr_decay=bad)

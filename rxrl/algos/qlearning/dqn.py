@@ -33,9 +33,16 @@ from rxrl.algos.spec import Algorithm
 from rxrl.rl import DQNConfig, LinearSchedule, Metrics, QRolloutWorker, epsilon_schedule
 
 #: The learner settings `DQN` starts from: `DQNConfig()` (tuned in a plain loop, docs/rl.md)
-#: with the target net copied every 50 optimizer steps instead of 100, which reaches 475
-#: within 100k env steps on seeds 0-2 through the plan (docs/algorithms.md has the sweep).
-LEARNER = DQNConfig(target_update_interval=50)
+#: with a target net that follows the online one by Polyak averaging (``tau`` 0.01 every
+#: optimizer step) instead of a copy every 100 steps; with `DQN.lr_decay` it reaches 475 within
+#: 100k env steps on all of seeds 0-9 (docs/algorithms.md has the screens).
+LEARNER = DQNConfig(target_update_interval=1, tau=0.01)
+
+
+def _lr_decay(inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                              or not 0 < value < float("inf")):
+        raise ValueError(f"DQN.lr_decay must be a positive number (or None), got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -59,6 +66,17 @@ class DQN(QSettings):
 
     exploration_steps: int = attrs.field(default=100_000, validator=int_at_least(1))
     learner: DQNConfig = attrs.field(default=LEARNER, validator=instance_of(DQNConfig))
+    #: the learning rate decays linearly to 0 over ``lr_decay`` times ``exploration_steps``
+    #: env steps (the run's ``--steps`` under ``rxrl train``: 2.0 halves it by the end of the
+    #: run), unless ``learner.lr_decay_steps`` says otherwise; None: constant
+    lr_decay: float | None = attrs.field(default=2.0, validator=_lr_decay)
+
+    def learner_settings(self) -> DQNConfig:
+        """``learner`` with the run's learning-rate decay (``lr_decay``) filled in."""
+        if self.lr_decay is None or self.learner.lr_decay_steps is not None:
+            return self.learner
+        steps = max(1, round(self.lr_decay * self.exploration_steps))
+        return attrs.evolve(self.learner, lr_decay_steps=steps)
 
     def epsilon(self, index: int) -> LinearSchedule:
         """Worker ``index``'s epsilon, by its own env steps (each takes its share of the decay)."""
@@ -75,7 +93,7 @@ class DQN(QSettings):
 def groups(config: DQN, start: Start | None = None) -> DQNGroups:
     """The plan's actors: ``num_workers`` workers, one `DQNLearner`, one replay shard."""
     env_spaces_of(config, "dqn")
-    return make_q_groups(config, config.epsilon, start)
+    return make_q_groups(attrs.evolve(config, learner=config.learner_settings()), config.epsilon, start)
 
 
 def plan(config: DQN, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:

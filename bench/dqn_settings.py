@@ -22,7 +22,10 @@ TARGET_RETURN = s.TARGET_RETURN
 
 @attrs.frozen
 class Matched:
-    """DQN hyper-parameters shared by every system: rxrl's DQN defaults (`rxrl.algos.qlearning.dqn.DQN()`).
+    """DQN hyper-parameters shared by every system: rxrl's DQN defaults (`rxrl.algos.qlearning.dqn.DQN()`)
+    as they were until 2026-12-04 (a hard target copy every 50 steps, a constant learning rate:
+    what SB3 and the CleanRL-style loop can be given; the defaults now follow the target by
+    Polyak averaging and decay the rate, docs/algorithms.md).
 
     2 workers x 1 env, 16 steps per sample; Adam lr 1e-3; 3-step returns; double DQN; Huber
     loss; gradients clipped at global norm 10; the target net copied every

@@ -33,10 +33,10 @@ def learner(m: d.Matched, prioritized: bool) -> DQNConfig:
 
 
 def dqn_config(m: d.Matched, seed: int) -> dqn.DQN:
-    """The matched settings as rxrl's `DQN` config."""
+    """The matched settings as rxrl's `DQN` config (a constant learning rate, as the peers')."""
     return dqn.DQN(env=m.env, seed=seed, num_workers=m.num_workers, num_envs_per_worker=m.envs_per_worker,
                    fragment_length=m.fragment_length, exploration_steps=m.exploration_steps,
-                   learner=learner(m, prioritized=False))
+                   learner=learner(m, prioritized=False), lr_decay=None)
 
 
 def apex_config(m: d.Matched, seed: int) -> apex.ApeX:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -231,7 +230,7 @@ def main(argv: list[str]) -> None:
     result["machine"] = machine()
     write(args.out, name, result)
     print(json.dumps({k: v for k, v in result.items() if k != "curve"}, default=str)[:2000], flush=True)
-    if not math.isnan(float(result.get("rc", 0) or 0)) and result.get("rc"):
+    if result.get("rc"):  # the tests part failed
         sys.exit(1)
 
 

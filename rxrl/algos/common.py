@@ -128,11 +128,21 @@ def _device(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
                          f"{list(get_args(LearnerDevice))}, got {value!r}")
 
 
+def is_positive(value: Any) -> bool:
+    """Whether ``value`` is a finite number (not a bool) above 0."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and 0 < value < math.inf
+
+
+def positive(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """An attrs validator: a finite number > 0; the error names the field."""
+    if not is_positive(value):
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be a positive number, got {value!r}")
+
+
 def _gpus(inst: Any, attribute: attrs.Attribute[float], value: float) -> None:
     """attrs validator of ``learner_gpus``: a fraction in (0, 1] or a whole number of GPUs (as
     Ray takes them)."""
-    if (isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf
-            or (value > 1 and value != int(value))):
+    if not is_positive(value) or (value > 1 and value != int(value)):
         raise ValueError(f"{type(inst).__name__}.{attribute.name} must be a fraction in (0, 1] or a "
                          f"whole number of GPUs, got {value!r}")
 
@@ -669,7 +679,8 @@ __all__ = [
     "episode_metric_names",
     "WORKER_KEYS", "device_of", "float_in", "for_workers", "instance_of", "int_at_least", "join_rounds",
     "make_groups",
-    "optional", "valid_placement", "registered_id", "rows", "spaces_of", "worker_seed",
+    "is_positive", "optional", "positive", "valid_placement", "registered_id", "rows", "spaces_of",
+    "worker_seed",
     "set_learning_rate", "set_weights", "torch_free_workers", "torch_workers", "train_and_get_weights",
     "times", "train_on_fragments", "TrainsOnSequences", "train_on_sequences",
 ]

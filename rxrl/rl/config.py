@@ -328,7 +328,7 @@ class DQNConfig:
     #: the learning rate decays linearly from `lr` to 0 over the optimizer steps that this many
     #: sampled env steps buy (`training_intensity * lr_decay_steps / replay.batch_size`); None:
     #: constant (PPO's and A2C's `lr_decay_steps`, in DQN's clock)
-    lr_decay_steps: int | None = attrs.field(default=None, validator=v.optional(_int_at_least(1)))
+    lr_decay_steps: int | None = attrs.field(default=None, validator=_optional_int_at_least_1)
 
     @property
     def lr_decay_updates(self) -> float | None:

@@ -364,5 +364,5 @@ def test_dqn_decays_its_learning_rate_over_twice_the_run_unless_told_otherwise()
     own = dqn.DQN(exploration_steps=1000, learner=attrs.evolve(dqn.LEARNER, lr_decay_steps=7))
     assert own.learner_settings().lr_decay_steps == 7
     for bad in (0, -1.0, float("nan"), True):
-        with pytest.raises(ValueError, match=r"^DQN.lr_decay must be a positive number \(or None\), got "):
+        with pytest.raises(ValueError, match=r"^DQN.lr_decay must be a positive number, got "):
             dqn.DQN(lr_decay=bad)

@@ -30,9 +30,9 @@ def worker_nodes() -> list[str]:
     from ray._private import state
 
     table: Any = state.actors()
-    named = sorted((str(a.get("Name") or "").rsplit(":", 1)[-1], a["Address"]["NodeID"])
+    named = sorted((int(str(a["Name"]).rsplit("[", 1)[-1].rstrip("]")), a["Address"]["NodeID"])
                    for a in table.values()
-                   if a["State"] == "ALIVE" and "RolloutWorker[" in str(a.get("Name")))
+                   if a["State"] == "ALIVE" and ":RolloutWorker[" in str(a.get("Name")))
     return [node for _, node in named]
 
 

@@ -9,7 +9,7 @@ import attrs
 
 import rxrl
 from rxrl import ops
-from rxrl.algos.common import Start, episode_metric_names, instance_of, int_at_least
+from rxrl.algos.common import Start, episode_metric_names, instance_of, int_at_least, optional, positive
 from rxrl.algos.qlearning.common import (
     Q_STATE,
     DQNGroups,
@@ -39,11 +39,6 @@ from rxrl.rl import DQNConfig, LinearSchedule, Metrics, QRolloutWorker, epsilon_
 LEARNER = DQNConfig(target_update_interval=1, tau=0.01)
 
 
-def _lr_decay(inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                              or not 0 < value < float("inf")):
-        raise ValueError(f"DQN.lr_decay must be a positive number (or None), got {value!r}")
-
 
 @attrs.frozen(kw_only=True)
 class DQN(QSettings):
@@ -69,7 +64,7 @@ class DQN(QSettings):
     #: the learning rate decays linearly to 0 over ``lr_decay`` times ``exploration_steps``
     #: env steps (the run's ``--steps`` under ``rxrl train``: 2.0 halves it by the end of the
     #: run), unless ``learner.lr_decay_steps`` says otherwise; None: constant
-    lr_decay: float | None = attrs.field(default=2.0, validator=_lr_decay)
+    lr_decay: float | None = attrs.field(default=2.0, validator=optional(positive))
 
     def learner_settings(self) -> DQNConfig:
         """``learner`` with the run's learning-rate decay (``lr_decay``) filled in."""

@@ -112,12 +112,16 @@ def rxrl_script() -> str:
     return shutil.which("rxrl", path=str(Path(sys.executable).parent)) or "rxrl"
 
 
-def rxrl_sweep(out: Path, trials: int, trial_steps: int, target: float | None = None) -> dict[str, Any]:
+def rxrl_sweep(out: Path, trials: int, trial_steps: int, target: float | None = None,
+               search: str = "random", budget: int | None = None) -> dict[str, Any]:
     """docs/sweeps.md's ASHA sweep into ``out`` (with ``target``: ``--target-return``, trials
-    ranked by env steps to it); its wall time, best.json and results.csv."""
+    ranked by env steps to it; with ``budget``: ``--budget``, the env steps of all trials
+    together); its wall time, best.json and results.csv."""
     cmd = [rxrl_script(), "sweep", "ppo", "--env", ENV, "--steps", str(trial_steps), "--trials",
-           str(trials), "--scheduler", "asha", *(a for s in RXRL_SPACE for a in ("--space", s)),
+           str(trials), "--scheduler", "asha", "--search", search,
+           *(a for s in RXRL_SPACE for a in ("--space", s)),
            *(["--target-return", f"{target:g}"] if target is not None else []),
+           *(["--budget", str(budget)] if budget is not None else []),
            "--seed", "0", "--out", str(out)]
     wall = run_logged(cmd, out.with_suffix(".log"))
     best = json.loads((out / "best.json").read_text())
@@ -127,7 +131,7 @@ def rxrl_sweep(out: Path, trials: int, trial_steps: int, target: float | None = 
     print(f"rxrl sweep: {wall:.0f} s, best {best['set']} (return {best['episode_return_mean']:.1f})",
           flush=True)
     return {"command": " ".join(cmd), "wall_s": round(wall, 1), "best": best,
-            "env_steps_trained": trained, "trials": rows}
+            "env_steps_trained": trained, "budget": budget, "trials": rows}
 
 
 def rxrl_train(out: Path, seed: int, budget: int, sets: list[str]) -> dict[str, Any]:
@@ -220,12 +224,15 @@ def zoo_sweep(out: Path, trials: int, trial_steps: int) -> dict[str, Any]:
                      "env_steps_if_complete": None if rollout is None
                      else math.ceil(trial_steps / rollout) * rollout})
     states = [r["state"] for r in rows]
+    # what the sweep trained, at most: a pruned trial counted as if it had run to the end
+    spent = sum(r["env_steps_if_complete"] or 0 for r in rows if r["state"] in ("COMPLETE", "PRUNED"))
     print(f"RL Zoo sweep: {wall:.0f} s, best trial {best.number} (eval return {best.value:.1f}): "
           f"{sweep_settings(converted)}", flush=True)
     return {"command": " ".join(cmd), "wall_s": round(wall, 1), "report": str(reports[0]),
             "best": {"number": best.number, "value": best.value, "params": dict(best.params),
                      "user_attrs": dict(best.user_attrs), "sb3": printable(converted)},
             "states": {s: states.count(s) for s in sorted(set(states))}, "trials": rows,
+            "env_steps_at_most": spent,
             "converted": converted}
 
 
@@ -331,6 +338,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sweep-to-target", action="store_true",
                    help="rxrl's sweep with --target-return 475: trials stop at the target and rank "
                         "by the env steps they needed (RL Zoo's ranks by its evaluation as always)")
+    p.add_argument("--search", default="random", choices=["random", "optuna"],
+                   help="rxrl's search (default random; RL Zoo's is TPE, Optuna's)")
+    p.add_argument("--rxrl-trials", type=int, help="rxrl's trials, at most (default --trials)")
+    p.add_argument("--rxrl-trial-steps", type=int,
+                   help="env steps per rxrl trial, at most (default --trial-steps)")
+    p.add_argument("--rxrl-budget", type=int,
+                   help="env steps of all rxrl trials together (rxrl sweep --budget)")
+    p.add_argument("--equal-budget", action="store_true",
+                   help="RL Zoo's sweep first, then rxrl's with --budget = the env steps RL Zoo's "
+                        "trained (at most: a pruned trial counted as complete)")
     p.add_argument("--skip-rxrl", action="store_true", help="only RL Zoo's side")
     p.add_argument("--skip-zoo", action="store_true", help="only rxrl's side")
     p.add_argument("--tag", default=time.strftime("%Y-%m-%d"),
@@ -347,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         "tag": args.tag, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "argv": sys.argv,
         "out": str(out), "env": ENV, "target": TARGET, "seeds": seeds, "trials": args.trials,
         "trial_steps": args.trial_steps, "budget": budget, "versions": versions(),
-        "sweep_to_target": args.sweep_to_target,
+        "sweep_to_target": args.sweep_to_target, "search": args.search,
+        "equal_budget": args.equal_budget,
         "rule": "env steps (all envs) at which the mean return of the last 100 finished training "
                 "episodes first reached the target, checked after every iteration (rxrl) / rollout (SB3)",
         "systems": {}, "sweeps": {},
@@ -370,21 +388,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name} seed {seed}: {cell(o, budget)} ({o['wall_s']:.0f} s)", flush=True)
         systems[name] = {"runs": runs, "settings": settings, "sweep_wall_s": sweep_wall}
 
-    if not args.skip_rxrl:
-        sweep = rxrl_sweep(out / "rxrl-sweep", args.trials, args.trial_steps,
-                           TARGET if args.sweep_to_target else None)
-        doc["sweeps"]["rxrl"] = sweep
-        sets: list[str] = list(sweep["best"]["set"])
-        train_all("rxrl defaults", lambda s: rxrl_train(out / f"rxrl-defaults-s{s}", s, budget, []),
-                  "PPO's CartPole defaults")
-        train_all("rxrl sweep's best", lambda s: rxrl_train(out / f"rxrl-best-s{s}", s, budget, sets),
-                  ", ".join(sets), sweep["wall_s"])
-
+    rxrl_budget: int | None = args.rxrl_budget
+    if args.equal_budget and (args.skip_zoo or args.rxrl_budget is not None):
+        p.error("--equal-budget takes rxrl's budget from RL Zoo's sweep: not with --skip-zoo, --rxrl-budget")
     if not args.skip_zoo:
         published = zoo_published()
         zsweep = zoo_sweep(out / "zoo-sweep", args.trials, args.trial_steps)
         converted = zsweep.pop("converted")
         doc["sweeps"]["rl_zoo"] = zsweep
+        if args.equal_budget:
+            rxrl_budget = int(zsweep["env_steps_at_most"])
         best = {**published, **converted}  # as RL Zoo's objective: its defaults, the sampled on top
         doc["sweeps"]["rl_zoo"]["hyperparams_trained"] = printable(best)
         train_all("SB3 + RL Zoo's best", lambda s: zoo_train(out / f"zoo-best-s{s}", s, budget, best),
@@ -392,6 +405,17 @@ def main(argv: list[str] | None = None) -> int:
         train_all("SB3 + RL Zoo's published (reference)",
                   lambda s: zoo_train(out / f"zoo-published-s{s}", s, budget, published),
                   sweep_settings({k: v for k, v in published.items() if k != "policy"}))
+
+    if not args.skip_rxrl:
+        sweep = rxrl_sweep(out / "rxrl-sweep", args.rxrl_trials or args.trials,
+                           args.rxrl_trial_steps or args.trial_steps,
+                           TARGET if args.sweep_to_target else None, args.search, rxrl_budget)
+        doc["sweeps"]["rxrl"] = sweep
+        sets: list[str] = list(sweep["best"]["set"])
+        train_all("rxrl defaults", lambda s: rxrl_train(out / f"rxrl-defaults-s{s}", s, budget, []),
+                  "PPO's CartPole defaults")
+        train_all("rxrl sweep's best", lambda s: rxrl_train(out / f"rxrl-best-s{s}", s, budget, sets),
+                  ", ".join(sets), sweep["wall_s"])
 
     results = BENCH / "results" / f"sweep_vs_zoo_{args.tag}.json"
     results.parent.mkdir(parents=True, exist_ok=True)

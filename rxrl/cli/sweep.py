@@ -63,6 +63,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop each trial once its mean return reaches R, and rank the trials by "
                         "the env steps they needed (the searcher and ASHA maximize a score: the "
                         "return until R, above R by the share of the budget left)")
+    p.add_argument("--budget", type=int, metavar="STEPS",
+                   help="env steps of all trials together: the sweep ends once they add up to "
+                        "STEPS (running trials stopped, the rest not started), to compare "
+                        "searches at an equal budget")
     p.add_argument("--resume", action="store_true",
                    help="continue the sweep in --out (give the options it was started with)")
     p.add_argument("--address", help="an existing Ray cluster to run the trials on")
@@ -85,7 +89,7 @@ def sweep_of(args: argparse.Namespace) -> lib.Sweep:
         grace_period=args.grace_period, reduction_factor=args.reduction_factor,
         perturbation_interval=args.perturbation_interval, trial_backend=args.trial_backend,
         checkpoint_every=args.checkpoint_every, max_concurrent=args.max_concurrent, seed=args.seed,
-        target_return=args.target_return)
+        target_return=args.target_return, budget=args.budget)
 
 
 def sweep(args: argparse.Namespace) -> int:
@@ -101,6 +105,11 @@ def sweep(args: argparse.Namespace) -> int:
     if result.status == "interrupted":
         print("rxrl sweep: interrupted; the same command with --resume continues it", file=sys.stderr)
         return exit_code(result.signal) if result.signal is not None else 1
+    if spec.budget is not None:
+        used = sum(r.env_steps for r in result.rows)
+        left = sum(r.status == "not started" for r in result.rows)
+        print(f"rxrl sweep: {used:,} env steps in all (budget {spec.budget:,})"
+              + (f"; {left} trial{'s' * (left != 1)} not started" if left else ""), file=sys.stderr)
     best = result.best
     if best is None:
         errors = [r.error for r in result.rows if r.error]

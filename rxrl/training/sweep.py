@@ -101,6 +101,9 @@ class Sweep:
     #: each trial stops at the first record whose mean return reaches it (``rxrl train
     #: --target-return``), and trials are ranked by the env steps they needed (`score`)
     target_return: float | None = None
+    #: the env steps of all trials together: once the trials' reported env steps add up to
+    #: it, the sweep ends (the running trials stopped, the ones not started left out)
+    budget: int | None = None
 
     @property
     def metric(self) -> str:
@@ -136,7 +139,8 @@ def make_sweep(algo: str, *, env: str | None = None, steps: int | None = None,
                grace_period: int | None = None, reduction_factor: int = 2,
                perturbation_interval: int | None = None,
                trial_backend: str = DEFAULT_TRIAL_BACKEND, checkpoint_every: int = 25_000,
-               max_concurrent: int = 0, seed: int = 0, target_return: float | None = None) -> Sweep:
+               max_concurrent: int = 0, seed: int = 0, target_return: float | None = None,
+               budget: int | None = None) -> Sweep:
     """A checked `Sweep`; ValueError (one line) for anything that does not fit.
 
     ``space`` values are `Dist` or their text (``"loguniform(1e-4, 1e-2)"``); keys are
@@ -147,6 +151,9 @@ def make_sweep(algo: str, *, env: str | None = None, steps: int | None = None,
     ``perturbation_interval`` default to an eighth of the budget in ``time_attr`` units.
     With ``target_return`` a trial stops once its mean return reaches it, and the sweep
     maximizes `score` (fewest env steps to the target first) instead of the last return.
+    With ``budget`` the sweep ends once its trials' env steps add up to it (to compare
+    searches at an equal budget): the trials then running stop, the ones not started are
+    left out.
     """
     _one_of("--search", search, SEARCHES)
     _one_of("--scheduler", scheduler, SCHEDULERS)
@@ -156,6 +163,8 @@ def make_sweep(algo: str, *, env: str | None = None, steps: int | None = None,
     if target_return is not None and scheduler == "pbt":
         raise ValueError("--target-return stops each trial at the target, and PBT trains its "
                          "population for the whole budget: use --scheduler asha or none")
+    if budget is not None and budget < 1:
+        raise ValueError(f"--budget must be >= 1 env step, got {budget}")
     spec = get(algo)
     resolved = _resolved_space(spec, space)
     fixed = {_resolve(spec, k, "--set"): v for k, v in (settings or {}).items()}
@@ -166,7 +175,7 @@ def make_sweep(algo: str, *, env: str | None = None, steps: int | None = None,
     sweep = Sweep(algo, env, steps or spec.default_steps, 1, resolved, fixed, search, scheduler,
                   time_attr, reduction_factor=reduction_factor, trial_backend=trial_backend,
                   checkpoint_every=checkpoint_every, max_concurrent=max_concurrent, seed=seed,
-                  target_return=target_return)
+                  target_return=target_return, budget=budget)
     sweep = attrs.evolve(sweep, trials=_trials(sweep, trials))
     iteration = check_configs(sweep)
     budget = sweep.steps if time_attr == "env_steps" else max(1, sweep.steps // iteration)
@@ -288,7 +297,8 @@ def check_configs(sweep: Sweep) -> int:
 # ---------------------------------------------------------------------------------- results
 
 
-Outcome = Literal["completed", "reached target", "stopped early", "unfinished", "error"]
+Outcome = Literal["completed", "reached target", "stopped early", "budget spent", "not started",
+                  "unfinished", "error"]
 
 
 @attrs.frozen

@@ -255,6 +255,25 @@ def searcher(sweep: Sweep) -> Any:
     return BasicVariantGenerator(max_concurrent=sweep.max_concurrent, random_state=sweep.seed)
 
 
+class Budget(tune.Stopper):
+    """Ends the sweep once its trials' env steps add up to ``steps`` (`Sweep.budget`): each
+    trial counts with the env steps it reported last."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.used: dict[str, int] = {}
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        """Note the trial's env steps; stop it if they spend the budget (at once, as a
+        scheduler stops a trial: the others running stop when Tune next checks `stop_all`)."""
+        self.used[trial_id] = int(result.get("env_steps_sampled", 0))
+        return self.stop_all()
+
+    def stop_all(self) -> bool:
+        """True once the budget is spent."""
+        return sum(self.used.values()) >= self.steps
+
+
 class Progress(tune.Callback):
     """A line on ``stream`` (default stderr) for each trial that ends."""
 
@@ -308,6 +327,7 @@ def fit(sweep: Sweep, out: Path, resume: bool, stream: IO[str]) -> tuple[tune.Re
                 reuse_actors=True, trial_name_creator=trial_name, trial_dirname_creator=trial_name),
             run_config=tune.RunConfig(
                 name=TUNE_DIR, storage_path=str(out), verbose=0,
+                stop=None if sweep.budget is None else Budget(sweep.budget),
                 callbacks=[Progress(sweep.steps, stream, sweep.target_return)],
                 # PBT clones checkpoints: keep them all, else the one chosen may go before
                 # the trial that clones it has copied it
@@ -365,6 +385,8 @@ def rows_of(sweep: Sweep, out: Path, grid: tune.ResultGrid) -> list[TrialRow]:
     """A `TrialRow` per trial of ``grid``, best first (by last mean return)."""
     analysis = tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem)
     status = {t.trial_id: t.status for t in analysis.trials}
+    steps_of = [int((grid[i].metrics or {}).get("env_steps_sampled", 0)) for i in range(len(grid))]
+    spent = sweep.budget is not None and sum(steps_of) >= sweep.budget
     rows = []
     for i in range(len(grid)):
         result = grid[i]
@@ -377,9 +399,12 @@ def rows_of(sweep: Sweep, out: Path, grid: tune.ResultGrid) -> list[TrialRow]:
         state = status.get(trial)
         outcome: Outcome = (
             "error" if result.error is not None or state == Trial.ERROR else
-            "unfinished" if state != Trial.TERMINATED else
             "reached target" if reached is not None else
-            "completed" if steps >= sweep.steps else "stopped early")
+            "completed" if steps >= sweep.steps and state == Trial.TERMINATED else
+            # the budget ended the sweep: a trial it cut short, or one never started
+            ("budget spent" if steps else "not started") if spent and (
+                state != Trial.TERMINATED or sweep.scheduler == "none") else
+            "unfinished" if state != Trial.TERMINATED else "stopped early")
         rows.append(TrialRow(
             trial, outcome, steps, int(metrics.get("iteration", 0)),
             float(metrics.get(METRIC, math.nan)), float(max(history, default=math.nan)),

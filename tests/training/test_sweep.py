@@ -143,6 +143,7 @@ def test_make_sweep_resolves_keys_and_fills_in_the_schedule() -> None:
     ({"target_return": float("nan")}, "--target-return must be a finite number, got nan"),
     ({"target_return": 100.0, "scheduler": "pbt", "trials": 4},
      "--target-return stops each trial at the target, and PBT trains its population"),
+    ({"budget": 0}, "--budget must be >= 1 env step, got 0"),
 ])
 def test_bad_sweeps_are_one_line_errors(options: dict[str, Any], message: str) -> None:
     args: dict[str, Any] = {"env": "CartPole-v1", "settings": QUICK_PPO, "steps": 2048,
@@ -278,6 +279,33 @@ def test_a_sweep_to_a_target_stops_each_trial_there_and_ranks_by_env_steps(tmp_p
     assert "--target-return 35 " in best["command"]
     table = rows(tmp_path / "s")
     assert [r["reached_target_at"] for r in table] == [str(r.reached or "") for r in result.rows]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.usefixtures("ray_session")
+def test_a_budget_ends_the_sweep_once_the_trials_env_steps_add_up_to_it(tmp_path: Path) -> None:
+    # one trial at a time: the first trains its 2,048 env steps, the second is cut short once
+    # the two together reach 3,000, the other two never start
+    sweep = make_sweep("ppo", steps=2048, space={"lr": "grid(3e-3, 1e-3, 3e-4, 1e-4)"}, max_concurrent=1,
+                       budget=3000, **ALGO_ENV)
+    result = run_sweep(sweep, tmp_path / "s")
+    assert result.status == "completed"
+    by_lr = {r.settings["learner.lr"]: r for r in result.rows}
+    assert by_lr[3e-3].status == "completed" and by_lr[3e-3].env_steps >= 2048
+    assert by_lr[1e-3].status == "budget spent" and 0 < by_lr[1e-3].env_steps < 2048
+    assert by_lr[3e-3].env_steps + by_lr[1e-3].env_steps >= 3000  # the record that spent it
+    assert by_lr[3e-3].env_steps + by_lr[1e-3].env_steps - 3000 < 2 * sweep_iteration_steps()
+    not_run = [r for r in result.rows if r.status == "not started"]
+    assert {r.settings["learner.lr"] for r in not_run} <= {3e-4, 1e-4}
+    assert all(r.env_steps == 0 for r in not_run)
+    assert {r["status"] for r in rows(tmp_path / "s")} >= {"completed", "budget spent"}
+    summary = json.loads((by_lr[1e-3].run_dir / "summary.json").read_text())
+    assert summary["env_steps_sampled"] == by_lr[1e-3].env_steps  # its run closed where Tune saw it
+
+
+def sweep_iteration_steps() -> int:
+    """The env steps of one iteration of the quick PPO (its train batch)."""
+    return int(QUICK_PPO["train_batch_size"])
 
 
 @pytest.mark.timeout(120)

@@ -113,7 +113,8 @@ def rxrl_script() -> str:
 
 
 def rxrl_sweep(out: Path, trials: int, trial_steps: int, target: float | None = None,
-               search: str = "random", budget: int | None = None) -> dict[str, Any]:
+               search: str = "random", budget: int | None = None,
+               defaults_first: bool = False) -> dict[str, Any]:
     """docs/sweeps.md's ASHA sweep into ``out`` (with ``target``: ``--target-return``, trials
     ranked by env steps to it; with ``budget``: ``--budget``, the env steps of all trials
     together); its wall time, best.json and results.csv."""
@@ -122,6 +123,7 @@ def rxrl_sweep(out: Path, trials: int, trial_steps: int, target: float | None = 
            *(a for s in RXRL_SPACE for a in ("--space", s)),
            *(["--target-return", f"{target:g}"] if target is not None else []),
            *(["--budget", str(budget)] if budget is not None else []),
+           *(["--defaults-first"] if defaults_first else []),
            "--seed", "0", "--out", str(out)]
     wall = run_logged(cmd, out.with_suffix(".log"))
     best = json.loads((out / "best.json").read_text())
@@ -348,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--equal-budget", action="store_true",
                    help="RL Zoo's sweep first, then rxrl's with --budget = the env steps RL Zoo's "
                         "trained (at most: a pruned trial counted as complete)")
+    p.add_argument("--defaults-first", action="store_true",
+                   help="rxrl's sweep runs PPO's defaults as its first trial (rxrl sweep --defaults-first)")
     p.add_argument("--skip-rxrl", action="store_true", help="only RL Zoo's side")
     p.add_argument("--skip-zoo", action="store_true", help="only rxrl's side")
     p.add_argument("--tag", default=time.strftime("%Y-%m-%d"),
@@ -365,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         "out": str(out), "env": ENV, "target": TARGET, "seeds": seeds, "trials": args.trials,
         "trial_steps": args.trial_steps, "budget": budget, "versions": versions(),
         "sweep_to_target": args.sweep_to_target, "search": args.search,
+        "defaults_first": args.defaults_first,
         "equal_budget": args.equal_budget,
         "rule": "env steps (all envs) at which the mean return of the last 100 finished training "
                 "episodes first reached the target, checked after every iteration (rxrl) / rollout (SB3)",
@@ -409,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_rxrl:
         sweep = rxrl_sweep(out / "rxrl-sweep", args.rxrl_trials or args.trials,
                            args.rxrl_trial_steps or args.trial_steps,
-                           TARGET if args.sweep_to_target else None, args.search, rxrl_budget)
+                           TARGET if args.sweep_to_target else None, args.search, rxrl_budget,
+                           args.defaults_first)
         doc["sweeps"]["rxrl"] = sweep
         sets: list[str] = list(sweep["best"]["set"])
         train_all("rxrl defaults", lambda s: rxrl_train(out / f"rxrl-defaults-s{s}", s, budget, []),

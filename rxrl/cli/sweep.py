@@ -67,6 +67,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="env steps of all trials together: the sweep ends once they add up to "
                         "STEPS (running trials stopped, the rest not started), to compare "
                         "searches at an equal budget")
+    p.add_argument("--defaults-first", action="store_true",
+                   help="the first trial runs the config as it stands (the algorithm's defaults "
+                        "with --set), then the search draws: start from where you are")
     p.add_argument("--resume", action="store_true",
                    help="continue the sweep in --out (give the options it was started with)")
     p.add_argument("--address", help="an existing Ray cluster to run the trials on")
@@ -89,7 +92,7 @@ def sweep_of(args: argparse.Namespace) -> lib.Sweep:
         grace_period=args.grace_period, reduction_factor=args.reduction_factor,
         perturbation_interval=args.perturbation_interval, trial_backend=args.trial_backend,
         checkpoint_every=args.checkpoint_every, max_concurrent=args.max_concurrent, seed=args.seed,
-        target_return=args.target_return, budget=args.budget)
+        target_return=args.target_return, budget=args.budget, defaults_first=args.defaults_first)
 
 
 def sweep(args: argparse.Namespace) -> int:

@@ -104,6 +104,9 @@ class Sweep:
     #: the env steps of all trials together: once the trials' reported env steps add up to
     #: it, the sweep ends (the running trials stopped, the ones not started left out)
     budget: int | None = None
+    #: the first trial runs the config as it stands (the algorithm's defaults with
+    #: ``settings``) before the search draws: a sweep that starts from where the user is
+    defaults_first: bool = False
 
     @property
     def metric(self) -> str:
@@ -140,7 +143,7 @@ def make_sweep(algo: str, *, env: str | None = None, steps: int | None = None,
                perturbation_interval: int | None = None,
                trial_backend: str = DEFAULT_TRIAL_BACKEND, checkpoint_every: int = 25_000,
                max_concurrent: int = 0, seed: int = 0, target_return: float | None = None,
-               budget: int | None = None) -> Sweep:
+               budget: int | None = None, defaults_first: bool = False) -> Sweep:
     """A checked `Sweep`; ValueError (one line) for anything that does not fit.
 
     ``space`` values are `Dist` or their text (``"loguniform(1e-4, 1e-2)"``); keys are
@@ -153,7 +156,8 @@ def make_sweep(algo: str, *, env: str | None = None, steps: int | None = None,
     maximizes `score` (fewest env steps to the target first) instead of the last return.
     With ``budget`` the sweep ends once its trials' env steps add up to it (to compare
     searches at an equal budget): the trials then running stop, the ones not started are
-    left out.
+    left out. With ``defaults_first`` the first trial runs the config as it stands (each swept
+    setting at its default, which the space must hold) and the search goes on from there.
     """
     _one_of("--search", search, SEARCHES)
     _one_of("--scheduler", scheduler, SCHEDULERS)
@@ -175,9 +179,14 @@ def make_sweep(algo: str, *, env: str | None = None, steps: int | None = None,
     sweep = Sweep(algo, env, steps or spec.default_steps, 1, resolved, fixed, search, scheduler,
                   time_attr, reduction_factor=reduction_factor, trial_backend=trial_backend,
                   checkpoint_every=checkpoint_every, max_concurrent=max_concurrent, seed=seed,
-                  target_return=target_return, budget=budget)
+                  target_return=target_return, budget=budget, defaults_first=defaults_first)
     sweep = attrs.evolve(sweep, trials=_trials(sweep, trials))
     iteration = check_configs(sweep)
+    if defaults_first:
+        if search == "grid" or sweep.grid_size > 1:
+            raise ValueError("--defaults-first: a grid runs each of its points already; use "
+                             "--search random or optuna with choice(...)")
+        first_point(sweep)
     budget = sweep.steps if time_attr == "env_steps" else max(1, sweep.steps // iteration)
     eighth = max(budget // 8, 1 if time_attr == "iterations" else iteration)
     sweep = attrs.evolve(sweep, grace_period=grace_period or eighth,
@@ -292,6 +301,28 @@ def check_configs(sweep: Sweep) -> int:
             except ValueError as e:
                 raise ValueError(f"--space {key}={dist.text}: at {value!r}: {e}") from None
     return min(steps)
+
+
+def first_point(sweep: Sweep) -> dict[str, Any]:
+    """The swept settings' values in the config as it stands (defaults with the fixed
+    settings): `Sweep.defaults_first`'s first trial. ValueError (one line) for a value that
+    the space cannot hold."""
+    from rxrl.algos.configs import to_dict
+    from rxrl.training.setup import prepare
+
+    config = to_dict(prepare(sweep.algo, env=sweep.env, settings=sweep.settings, steps=sweep.steps).config)
+    point: dict[str, Any] = {}
+    for key, dist in sweep.space.items():
+        value: Any = config
+        for part in key.split("."):
+            value = value[part]
+        if isinstance(value, list):
+            value = tuple(value) if any(isinstance(a, tuple) for a in dist.args) else value
+        if not dist.holds(value):
+            raise ValueError(f"--defaults-first: {key} is {json.dumps(value)} as it stands, "
+                             f"which --space {key}={dist.text} cannot draw")
+        point[key] = value
+    return point
 
 
 # ---------------------------------------------------------------------------------- results

@@ -67,6 +67,18 @@ class Dist:
             return int(min(max(round(value), low), high - 1))
         return float(min(max(value, low), high))
 
+    def holds(self, value: Any) -> bool:
+        """Whether ``value`` is one the distribution can draw."""
+        if self.discrete:
+            # equal, and not True for 1 (or 0 for False)
+            return any(value == a and isinstance(value, bool) == isinstance(a, bool) for a in self.args)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return False
+        low, high = self.args
+        if self.kind == "randint":
+            return float(value).is_integer() and low <= value < high
+        return bool(low <= value <= high)
+
     def tune_domain(self) -> Any:
         """The Ray Tune search-space object (``tune.loguniform(...)``, ``tune.grid_search``)."""
         from ray import tune

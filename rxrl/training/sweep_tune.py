@@ -47,6 +47,7 @@ from rxrl.training.sweep import (
     Outcome,
     Sweep,
     TrialRow,
+    first_point,
     rank,
     reached_at,
     score,
@@ -55,6 +56,8 @@ from rxrl.training.trainer import Trainer
 
 #: what a Tune checkpoint of a trial holds beside the rxrl checkpoint: where it came from
 ORIGIN = "origin.json"
+#: the trials that ended once the sweep's budget was spent (`Budget`), in the sweep's directory
+BUDGET_FILE = "budget_spent.json"
 #: a trial's log of the checkpoints it was started from (PBT's exploits among them)
 RESTORES = "restores.jsonl"
 #: how long a stopped trial's actor waits for its run to close (summary.json) before it exits
@@ -247,20 +250,25 @@ def scheduler(sweep: Sweep) -> Any:
 
 
 def searcher(sweep: Sweep) -> Any:
-    """The Tune search algorithm ``sweep.search`` names, seeded with ``sweep.seed``."""
+    """The Tune search algorithm ``sweep.search`` names, seeded with ``sweep.seed`` (starting
+    from `first_point` with ``sweep.defaults_first``)."""
+    first = [first_point(sweep)] if sweep.defaults_first else None
     if sweep.search == "optuna":
         from ray.tune.search.optuna import OptunaSearch
 
-        return OptunaSearch(seed=sweep.seed)  # TuneConfig's max_concurrent_trials limits it
-    return BasicVariantGenerator(max_concurrent=sweep.max_concurrent, random_state=sweep.seed)
+        # TuneConfig's max_concurrent_trials limits it
+        return OptunaSearch(seed=sweep.seed, points_to_evaluate=first)
+    return BasicVariantGenerator(max_concurrent=sweep.max_concurrent, random_state=sweep.seed,
+                                 points_to_evaluate=first)
 
 
 class Budget(tune.Stopper):
     """Ends the sweep once its trials' env steps add up to ``steps`` (`Sweep.budget`): each
-    trial counts with the env steps it reported last."""
+    trial counts with the env steps it reported last. The trials that end once it is spent
+    are noted in ``file`` (JSON: their ids), so the results can say the budget ended them."""
 
-    def __init__(self, steps: int) -> None:
-        self.steps = steps
+    def __init__(self, steps: int, file: Path) -> None:
+        self.steps, self.file = steps, file
         self.used: dict[str, int] = {}
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
@@ -273,23 +281,39 @@ class Budget(tune.Stopper):
         """True once the budget is spent."""
         return sum(self.used.values()) >= self.steps
 
+    def ended(self, trial_id: str) -> bool:
+        """Note that ``trial_id`` ended; whether the budget was spent by then."""
+        if not self.stop_all():
+            return False
+        cut = set(budget_cut(self.file)) | {trial_id}
+        self.file.write_text(json.dumps(sorted(cut)) + "\n")
+        return True
+
+
+def budget_cut(file: Path) -> list[str]:
+    """The trials `Budget` noted as ended once the budget was spent (none without the file)."""
+    return list(json.loads(file.read_text())) if file.is_file() else []
+
 
 class Progress(tune.Callback):
     """A line on ``stream`` (default stderr) for each trial that ends."""
 
-    def __init__(self, steps: int, stream: IO[str] | None = None, target: float | None = None) -> None:
-        self.steps, self.stream, self.target = steps, stream, target
+    def __init__(self, steps: int, stream: IO[str] | None = None, target: float | None = None,
+                 budget: Budget | None = None) -> None:
+        self.steps, self.stream, self.target, self.budget = steps, stream, target, budget
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the stream (Tune keeps its callbacks in the experiment's state)."""
-        return {"steps": self.steps, "stream": None, "target": self.target}
+        return {"steps": self.steps, "stream": None, "target": self.target, "budget": self.budget}
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         """The trial ended: how far it got, its return, its settings."""
         result = trial.last_result or {}
         steps = int(result.get("env_steps_sampled", 0))
         reached = reached_at(result, self.target) is not None
-        ended = "reached target" if reached else "completed" if steps >= self.steps else "stopped early"
+        cut = self.budget is not None and self.budget.ended(trial.trial_id)
+        ended = ("reached target" if reached else "completed" if steps >= self.steps else
+                 "budget spent" if cut else "stopped early")
         settings = ", ".join(f"{k}={_short(v)}" for k, v in trial.config.items())
         self._line(f"trial {trial.trial_id}: {ended} after {steps:,} env steps, return "
                    f"{_short(result.get(METRIC, math.nan))} ({settings})")
@@ -315,6 +339,7 @@ def fit(sweep: Sweep, out: Path, resume: bool, stream: IO[str]) -> tuple[tune.Re
                    sweep.checkpoint_every, str(out / RUNS_DIR), sweep.target_return)
     runnable = trainable(job, cpus_per_trial(sweep))
     path = out / TUNE_DIR
+    budget = None if sweep.budget is None else Budget(sweep.budget, out / BUDGET_FILE)
     if resume and tune.Tuner.can_restore(path):
         tuner = tune.Tuner.restore(str(path), runnable, resume_unfinished=True, resume_errored=True)
     else:
@@ -327,8 +352,8 @@ def fit(sweep: Sweep, out: Path, resume: bool, stream: IO[str]) -> tuple[tune.Re
                 reuse_actors=True, trial_name_creator=trial_name, trial_dirname_creator=trial_name),
             run_config=tune.RunConfig(
                 name=TUNE_DIR, storage_path=str(out), verbose=0,
-                stop=None if sweep.budget is None else Budget(sweep.budget),
-                callbacks=[Progress(sweep.steps, stream, sweep.target_return)],
+                stop=budget,
+                callbacks=[Progress(sweep.steps, stream, sweep.target_return, budget)],
                 # PBT clones checkpoints: keep them all, else the one chosen may go before
                 # the trial that clones it has copied it
                 checkpoint_config=tune.CheckpointConfig(
@@ -387,6 +412,7 @@ def rows_of(sweep: Sweep, out: Path, grid: tune.ResultGrid) -> list[TrialRow]:
     status = {t.trial_id: t.status for t in analysis.trials}
     steps_of = [int((grid[i].metrics or {}).get("env_steps_sampled", 0)) for i in range(len(grid))]
     spent = sweep.budget is not None and sum(steps_of) >= sweep.budget
+    cut = set(budget_cut(out / BUDGET_FILE))
     rows = []
     for i in range(len(grid)):
         result = grid[i]
@@ -403,7 +429,7 @@ def rows_of(sweep: Sweep, out: Path, grid: tune.ResultGrid) -> list[TrialRow]:
             "completed" if steps >= sweep.steps and state == Trial.TERMINATED else
             # the budget ended the sweep: a trial it cut short, or one never started
             ("budget spent" if steps else "not started") if spent and (
-                state != Trial.TERMINATED or sweep.scheduler == "none") else
+                state != Trial.TERMINATED or trial in cut or not steps) else
             "unfinished" if state != Trial.TERMINATED else "stopped early")
         rows.append(TrialRow(
             trial, outcome, steps, int(metrics.get("iteration", 0)),

@@ -89,6 +89,20 @@ def test_a_distribution_reads_back_from_its_text(dist: Dist) -> None:
     assert dist.clip(low) == low if not dist.discrete else dist.clip("x") == "x"
 
 
+@given(dists(), st.floats(-1e7, 1e7, allow_nan=False))
+def test_a_distribution_holds_what_it_can_draw_and_not_what_it_cannot(dist: Dist, x: float) -> None:
+    """The law of `Dist.holds` (what `--defaults-first` checks a default with): every probe
+    value and every value brought into range (`Dist.clip`) is held; a choice holds exactly its
+    values; a range holds nothing outside it, and no text."""
+    assert all(dist.holds(v) for v in dist.probes())
+    if dist.discrete:
+        assert dist.holds(x) == any(x == a and not isinstance(a, bool) for a in dist.args)
+        return
+    assert dist.holds(dist.clip(x))
+    low, high = dist.args
+    assert not dist.holds(low - 1) and not dist.holds(high + 1) and not dist.holds("x")
+
+
 @given(st.one_of(values, st.text(max_size=8)))
 def test_a_setting_reads_back_as_rxrl_train_reads_it(value: Any) -> None:
     assert parse_assignment(lib.setting_text("learner.lr", value)) == ("learner.lr", value)
@@ -144,6 +158,11 @@ def test_make_sweep_resolves_keys_and_fills_in_the_schedule() -> None:
     ({"target_return": 100.0, "scheduler": "pbt", "trials": 4},
      "--target-return stops each trial at the target, and PBT trains its population"),
     ({"budget": 0}, "--budget must be >= 1 env step, got 0"),
+    ({"defaults_first": True, "space": {"lr": "loguniform(1e-5, 1e-4)"}},
+     "--defaults-first: learner.lr is 0.002 as it stands, which --space learner.lr=loguniform(1e-05, "
+     "0.0001) cannot draw"),
+    ({"defaults_first": True, "space": {"gamma": "grid(0.9, 0.99)"}},
+     "--defaults-first: a grid runs each of its points already"),
 ])
 def test_bad_sweeps_are_one_line_errors(options: dict[str, Any], message: str) -> None:
     args: dict[str, Any] = {"env": "CartPole-v1", "settings": QUICK_PPO, "steps": 2048,
@@ -301,6 +320,22 @@ def test_a_budget_ends_the_sweep_once_the_trials_env_steps_add_up_to_it(tmp_path
     assert {r["status"] for r in rows(tmp_path / "s")} >= {"completed", "budget spent"}
     summary = json.loads((by_lr[1e-3].run_dir / "summary.json").read_text())
     assert summary["env_steps_sampled"] == by_lr[1e-3].env_steps  # its run closed where Tune saw it
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize("search", ["random", "optuna"])
+def test_defaults_first_runs_the_config_as_it_stands_before_the_search_draws(
+        tmp_path: Path, search: str) -> None:
+    sweep = make_sweep("ppo", steps=512, trials=3, search=search, max_concurrent=1, defaults_first=True,
+                       space={"lr": "loguniform(1e-4, 1e-2)", "gamma": "choice(0.9, 0.99)"}, **ALGO_ENV)
+    assert lib.first_point(sweep) == {"learner.lr": PPO().learner.lr, "gamma": PPO().gamma}
+    result = run_sweep(sweep, tmp_path / "s")
+    # one trial at a time: the first to start wrote its config first
+    first = min(result.rows, key=lambda r: (r.run_dir / "config.json").stat().st_mtime_ns)
+    assert first.settings == {"learner.lr": PPO().learner.lr, "gamma": PPO().gamma}
+    assert all(r.status == "completed" for r in result.rows)
+    assert len({r.settings["learner.lr"] for r in result.rows}) == 3  # then it draws
 
 
 def sweep_iteration_steps() -> int:

@@ -264,11 +264,10 @@ def searcher(sweep: Sweep) -> Any:
 
 class Budget(tune.Stopper):
     """Ends the sweep once its trials' env steps add up to ``steps`` (`Sweep.budget`): each
-    trial counts with the env steps it reported last. The trials that end once it is spent
-    are noted in ``file`` (JSON: their ids), so the results can say the budget ended them."""
+    trial counts with the env steps it reported last."""
 
-    def __init__(self, steps: int, file: Path) -> None:
-        self.steps, self.file = steps, file
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
         self.used: dict[str, int] = {}
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
@@ -281,37 +280,43 @@ class Budget(tune.Stopper):
         """True once the budget is spent."""
         return sum(self.used.values()) >= self.steps
 
-    def ended(self, trial_id: str) -> bool:
-        """Note that ``trial_id`` ended; whether the budget was spent by then."""
-        if not self.stop_all():
-            return False
-        cut = set(budget_cut(self.file)) | {trial_id}
-        self.file.write_text(json.dumps(sorted(cut)) + "\n")
-        return True
+
+def note_budget_cut(file: Path, trial_id: str) -> None:
+    """Add ``trial_id`` to the trials that ended once the budget was spent (``file``: JSON)."""
+    file.write_text(json.dumps(sorted(set(budget_cut(file)) | {trial_id})) + "\n")
 
 
 def budget_cut(file: Path) -> list[str]:
-    """The trials `Budget` noted as ended once the budget was spent (none without the file)."""
+    """The trials noted as ended once the budget was spent (none without the file)."""
     return list(json.loads(file.read_text())) if file.is_file() else []
 
 
 class Progress(tune.Callback):
     """A line on ``stream`` (default stderr) for each trial that ends."""
 
+    # a sweep saved before these existed unpickles without them
+    budget: int | None = None
+    budget_file: Path | None = None
+
     def __init__(self, steps: int, stream: IO[str] | None = None, target: float | None = None,
-                 budget: Budget | None = None) -> None:
-        self.steps, self.stream, self.target, self.budget = steps, stream, target, budget
+                 budget: int | None = None, budget_file: Path | None = None) -> None:
+        self.steps, self.stream, self.target = steps, stream, target
+        self.budget, self.budget_file = budget, budget_file
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the stream (Tune keeps its callbacks in the experiment's state)."""
-        return {"steps": self.steps, "stream": None, "target": self.target, "budget": self.budget}
+        return {**self.__dict__, "stream": None}
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         """The trial ended: how far it got, its return, its settings."""
         result = trial.last_result or {}
         steps = int(result.get("env_steps_sampled", 0))
         reached = reached_at(result, self.target) is not None
-        cut = self.budget is not None and self.budget.ended(trial.trial_id)
+        # the budget was spent by then (what the trials reported last: as `Budget` counts)
+        cut = self.budget is not None and sum(
+            int((t.last_result or {}).get("env_steps_sampled", 0)) for t in trials) >= self.budget
+        if cut and self.budget_file is not None:
+            note_budget_cut(self.budget_file, trial.trial_id)
         ended = ("reached target" if reached else "completed" if steps >= self.steps else
                  "budget spent" if cut else "stopped early")
         settings = ", ".join(f"{k}={_short(v)}" for k, v in trial.config.items())
@@ -339,7 +344,6 @@ def fit(sweep: Sweep, out: Path, resume: bool, stream: IO[str]) -> tuple[tune.Re
                    sweep.checkpoint_every, str(out / RUNS_DIR), sweep.target_return)
     runnable = trainable(job, cpus_per_trial(sweep))
     path = out / TUNE_DIR
-    budget = None if sweep.budget is None else Budget(sweep.budget, out / BUDGET_FILE)
     if resume and tune.Tuner.can_restore(path):
         tuner = tune.Tuner.restore(str(path), runnable, resume_unfinished=True, resume_errored=True)
     else:
@@ -352,8 +356,9 @@ def fit(sweep: Sweep, out: Path, resume: bool, stream: IO[str]) -> tuple[tune.Re
                 reuse_actors=True, trial_name_creator=trial_name, trial_dirname_creator=trial_name),
             run_config=tune.RunConfig(
                 name=TUNE_DIR, storage_path=str(out), verbose=0,
-                stop=budget,
-                callbacks=[Progress(sweep.steps, stream, sweep.target_return, budget)],
+                stop=None if sweep.budget is None else Budget(sweep.budget),
+                callbacks=[Progress(sweep.steps, stream, sweep.target_return, sweep.budget,
+                                    out / BUDGET_FILE)],
                 # PBT clones checkpoints: keep them all, else the one chosen may go before
                 # the trial that clones it has copied it
                 checkpoint_config=tune.CheckpointConfig(

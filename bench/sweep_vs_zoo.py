@@ -27,6 +27,17 @@ counted over all environments).
   the run at 475. For reference, the same with the published CartPole-v1 entry unchanged
   (its ``lin_`` schedules anneal over the 200k budget, not its 100k ``n_timesteps``).
 
+**At an equal budget** (issue 26's comparison, ``--equal-budget``): RL Zoo's sweep runs first
+and rxrl's gets ``--budget`` = the env steps RL Zoo's trials trained (at most: a pruned trial
+counted as complete), so the two searches spend the same env steps however their trials,
+rungs and caps differ:
+
+    python bench/sweep_vs_zoo.py --equal-budget --sweep-to-target --search optuna \
+        --defaults-first --rxrl-trials 64 --rxrl-trial-steps 100000 --tag issue26_equal_budget
+
+(rxrl: Optuna's TPE as RL Zoo's, PPO's defaults as the first trial, trials to 475 capped at
+100k and ranked by env steps to it, ASHA; ``--sweep-seed`` seeds both searches.)
+
 Everything goes to ``--out`` (default ``runs/sweep_vs_zoo/<date>-<time>``); the results to
 ``bench/results/sweep_vs_zoo_<tag>.json`` and a Markdown table on stdout. ``--skip-rxrl`` /
 ``--skip-zoo`` run one side.
@@ -114,7 +125,7 @@ def rxrl_script() -> str:
 
 def rxrl_sweep(out: Path, trials: int, trial_steps: int, target: float | None = None,
                search: str = "random", budget: int | None = None,
-               defaults_first: bool = False) -> dict[str, Any]:
+               defaults_first: bool = False, seed: int = 0) -> dict[str, Any]:
     """docs/sweeps.md's ASHA sweep into ``out`` (with ``target``: ``--target-return``, trials
     ranked by env steps to it; with ``budget``: ``--budget``, the env steps of all trials
     together); its wall time, best.json and results.csv."""
@@ -124,7 +135,7 @@ def rxrl_sweep(out: Path, trials: int, trial_steps: int, target: float | None = 
            *(["--target-return", f"{target:g}"] if target is not None else []),
            *(["--budget", str(budget)] if budget is not None else []),
            *(["--defaults-first"] if defaults_first else []),
-           "--seed", "0", "--out", str(out)]
+           "--seed", str(seed), "--out", str(out)]
     wall = run_logged(cmd, out.with_suffix(".log"))
     best = json.loads((out / "best.json").read_text())
     with (out / "results.csv").open(newline="") as f:
@@ -200,11 +211,11 @@ def zoo_published() -> dict[str, Any]:
     return dict(doc)
 
 
-def zoo_sweep(out: Path, trials: int, trial_steps: int) -> dict[str, Any]:
+def zoo_sweep(out: Path, trials: int, trial_steps: int, seed: int = 0) -> dict[str, Any]:
     """RL Zoo's own hyperparameter search into ``out``; its wall time, best trial, and trials."""
     cmd = [sys.executable, "-m", "rl_zoo3.train", "--algo", "ppo", "--env", ENV, "-optimize",
            "--n-trials", str(trials), "--n-timesteps", str(trial_steps), "--sampler", "tpe",
-           "--pruner", "median", "--n-jobs", "2", "--seed", "0", "--num-threads", "1",
+           "--pruner", "median", "--n-jobs", "2", "--seed", str(seed), "--num-threads", "1",
            "--no-optim-plots", "-f", str(out)]
     wall = run_logged(cmd, out.with_suffix(".log"))
     reports = sorted((out / "ppo").glob("report_*.pkl"))
@@ -352,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                         "trained (at most: a pruned trial counted as complete)")
     p.add_argument("--defaults-first", action="store_true",
                    help="rxrl's sweep runs PPO's defaults as its first trial (rxrl sweep --defaults-first)")
+    p.add_argument("--sweep-seed", type=int, default=0, help="seed of both searches (default 0)")
     p.add_argument("--skip-rxrl", action="store_true", help="only RL Zoo's side")
     p.add_argument("--skip-zoo", action="store_true", help="only rxrl's side")
     p.add_argument("--tag", default=time.strftime("%Y-%m-%d"),
@@ -369,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         "out": str(out), "env": ENV, "target": TARGET, "seeds": seeds, "trials": args.trials,
         "trial_steps": args.trial_steps, "budget": budget, "versions": versions(),
         "sweep_to_target": args.sweep_to_target, "search": args.search,
-        "defaults_first": args.defaults_first,
+        "defaults_first": args.defaults_first, "sweep_seed": args.sweep_seed,
         "equal_budget": args.equal_budget,
         "rule": "env steps (all envs) at which the mean return of the last 100 finished training "
                 "episodes first reached the target, checked after every iteration (rxrl) / rollout (SB3)",
@@ -398,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--equal-budget takes rxrl's budget from RL Zoo's sweep: not with --skip-zoo, --rxrl-budget")
     if not args.skip_zoo:
         published = zoo_published()
-        zsweep = zoo_sweep(out / "zoo-sweep", args.trials, args.trial_steps)
+        zsweep = zoo_sweep(out / "zoo-sweep", args.trials, args.trial_steps, args.sweep_seed)
         converted = zsweep.pop("converted")
         doc["sweeps"]["rl_zoo"] = zsweep
         if args.equal_budget:
@@ -415,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         sweep = rxrl_sweep(out / "rxrl-sweep", args.rxrl_trials or args.trials,
                            args.rxrl_trial_steps or args.trial_steps,
                            TARGET if args.sweep_to_target else None, args.search, rxrl_budget,
-                           args.defaults_first)
+                           args.defaults_first, args.sweep_seed)
         doc["sweeps"]["rxrl"] = sweep
         sets: list[str] = list(sweep["best"]["set"])
         train_all("rxrl defaults", lambda s: rxrl_train(out / f"rxrl-defaults-s{s}", s, budget, []),

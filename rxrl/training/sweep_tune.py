@@ -430,12 +430,12 @@ def rows_of(sweep: Sweep, out: Path, grid: tune.ResultGrid) -> list[TrialRow]:
         state = status.get(trial)
         outcome: Outcome = (
             "error" if result.error is not None or state == Trial.ERROR else
-            "reached target" if reached is not None else
-            "completed" if steps >= sweep.steps and state == Trial.TERMINATED else
             # the budget ended the sweep: a trial it cut short, or one never started
-            ("budget spent" if steps else "not started") if spent and (
-                state != Trial.TERMINATED or trial in cut or not steps) else
-            "unfinished" if state != Trial.TERMINATED else "stopped early")
+            ("budget spent" if steps else "not started") if spent and reached is None and
+            steps < sweep.steps and (state != Trial.TERMINATED or trial in cut or not steps) else
+            "unfinished" if state != Trial.TERMINATED else
+            "reached target" if reached is not None else
+            "completed" if steps >= sweep.steps else "stopped early")
         rows.append(TrialRow(
             trial, outcome, steps, int(metrics.get("iteration", 0)),
             float(metrics.get(METRIC, math.nan)), float(max(history, default=math.nan)),

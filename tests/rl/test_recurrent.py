@@ -236,7 +236,9 @@ def test_segments_give_the_step_loops_outputs_and_gradients(kind: str, num_seq: 
     rows = torch.as_tensor(ends[torch.randperm(len(ends), generator=gen)[:3].numpy()])
     x_past = torch.randn(len(rows), 2, generator=gen, requires_grad=True)
     out, past = segments.run_past(core, x, state0, rows, x_past)
-    torch.testing.assert_close(out, segments.run(core, x, state0), rtol=0, atol=0)
+    # to float tolerance, not bit for bit: a step past can make the padded call one step
+    # longer, and the core's kernels may then round differently (seen: 3.7e-9 for a GRU)
+    torch.testing.assert_close(out, segments.run(core, x, state0), rtol=1e-5, atol=1e-6)
     weights = list(core.parameters())
     got = torch.autograd.grad((out.square().sum() + past.sum()), [x, x_past, *weights])
 

@@ -566,6 +566,6 @@ def connect(address: str | None, cpus_per_trial: int) -> None:
 __all__ = ["BEST_FILE", "DEFAULT_TRIAL_BACKEND", "DISTRIBUTIONS", "EXTRA", "METRIC", "RESULTS_FILE",
            "RUNS_DIR", "SCHEDULERS", "SCORE", "SEARCHES", "SWEEP_FILE", "TIME_ATTRS", "TUNE_DIR", "Dist",
            "Outcome", "Sweep", "SweepResult", "TrialRow", "best_of", "check_configs", "check_out",
-           "connect", "format_table", "make_sweep", "parse_dist", "parse_space", "parse_space_entry",
-           "rank", "reached_at", "read_space_file", "require_tune", "run_sweep", "score", "setting_text",
-           "sweep_files", "write_best", "write_results"]
+           "connect", "first_point", "format_table", "make_sweep", "parse_dist", "parse_space",
+           "parse_space_entry", "rank", "reached_at", "read_space_file", "require_tune", "run_sweep",
+           "score", "setting_text", "sweep_files", "write_best", "write_results"]

@@ -458,6 +458,7 @@ def _one_line(e: BaseException) -> str:
     return lines[-1].strip() if lines else type(e).__name__
 
 
-__all__ = ["CHECKPOINTS", "CLOSE_TIMEOUT_S", "ORIGIN", "RESTORES", "Clip", "Progress", "TrialJob",
-           "TuneReport", "cpus_per_trial", "exploits", "fit", "quiet_tune", "restore", "rows_of",
-           "run_trial", "scheduler", "searcher", "signals", "staged", "trainable", "trial_name"]
+__all__ = ["BUDGET_FILE", "CHECKPOINTS", "CLOSE_TIMEOUT_S", "ORIGIN", "RESTORES", "Budget", "Clip",
+           "Progress", "TrialJob", "TuneReport", "budget_cut", "cpus_per_trial", "exploits", "fit",
+           "note_budget_cut", "quiet_tune", "restore", "rows_of", "run_trial", "scheduler", "searcher",
+           "signals", "staged", "trainable", "trial_name"]

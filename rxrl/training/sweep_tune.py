@@ -22,7 +22,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
@@ -262,6 +262,16 @@ def searcher(sweep: Sweep) -> Any:
                                  points_to_evaluate=first)
 
 
+def env_steps(result: Mapping[str, Any] | None) -> int:
+    """The env steps a trial's result reports (0 for none yet)."""
+    return int((result or {}).get("env_steps_sampled", 0))
+
+
+def spent(steps: Iterable[int], budget: int | None) -> bool:
+    """Whether the trials' env steps ``steps`` (each its last report) spend ``budget``."""
+    return budget is not None and sum(steps) >= budget
+
+
 class Budget(tune.Stopper):
     """Ends the sweep once its trials' env steps add up to ``steps`` (`Sweep.budget`): each
     trial counts with the env steps it reported last."""
@@ -273,12 +283,12 @@ class Budget(tune.Stopper):
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         """Note the trial's env steps; stop it if they spend the budget (at once, as a
         scheduler stops a trial: the others running stop when Tune next checks `stop_all`)."""
-        self.used[trial_id] = int(result.get("env_steps_sampled", 0))
+        self.used[trial_id] = env_steps(result)
         return self.stop_all()
 
     def stop_all(self) -> bool:
         """True once the budget is spent."""
-        return sum(self.used.values()) >= self.steps
+        return spent(self.used.values(), self.steps)
 
 
 def note_budget_cut(file: Path, trial_id: str) -> None:
@@ -310,11 +320,10 @@ class Progress(tune.Callback):
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         """The trial ended: how far it got, its return, its settings."""
         result = trial.last_result or {}
-        steps = int(result.get("env_steps_sampled", 0))
+        steps = env_steps(result)
         reached = reached_at(result, self.target) is not None
         # the budget was spent by then (what the trials reported last: as `Budget` counts)
-        cut = self.budget is not None and sum(
-            int((t.last_result or {}).get("env_steps_sampled", 0)) for t in trials) >= self.budget
+        cut = spent((env_steps(t.last_result) for t in trials), self.budget)
         if cut and self.budget_file is not None:
             note_budget_cut(self.budget_file, trial.trial_id)
         ended = ("reached target" if reached else "completed" if steps >= self.steps else
@@ -415,8 +424,7 @@ def rows_of(sweep: Sweep, out: Path, grid: tune.ResultGrid) -> list[TrialRow]:
     """A `TrialRow` per trial of ``grid``, best first (by last mean return)."""
     analysis = tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem)
     status = {t.trial_id: t.status for t in analysis.trials}
-    steps_of = [int((grid[i].metrics or {}).get("env_steps_sampled", 0)) for i in range(len(grid))]
-    spent = sweep.budget is not None and sum(steps_of) >= sweep.budget
+    budget_spent = spent((env_steps(grid[i].metrics) for i in range(len(grid))), sweep.budget)
     cut = set(budget_cut(out / BUDGET_FILE))
     rows = []
     for i in range(len(grid)):
@@ -425,13 +433,13 @@ def rows_of(sweep: Sweep, out: Path, grid: tune.ResultGrid) -> list[TrialRow]:
         metrics = result.metrics or {}
         frame = result.metrics_dataframe
         history = frame[METRIC].dropna() if frame is not None and METRIC in frame else []
-        steps = int(metrics.get("env_steps_sampled", 0))
+        steps = env_steps(metrics)
         reached = reached_at(metrics, sweep.target_return)
         state = status.get(trial)
         outcome: Outcome = (
             "error" if result.error is not None or state == Trial.ERROR else
             # the budget ended the sweep: a trial it cut short, or one never started
-            ("budget spent" if steps else "not started") if spent and reached is None and
+            ("budget spent" if steps else "not started") if budget_spent and reached is None and
             steps < sweep.steps and (state != Trial.TERMINATED or trial in cut or not steps) else
             "unfinished" if state != Trial.TERMINATED else
             "reached target" if reached is not None else
@@ -459,6 +467,6 @@ def _one_line(e: BaseException) -> str:
 
 
 __all__ = ["BUDGET_FILE", "CHECKPOINTS", "CLOSE_TIMEOUT_S", "ORIGIN", "RESTORES", "Budget", "Clip",
-           "Progress", "TrialJob", "TuneReport", "budget_cut", "cpus_per_trial", "exploits", "fit",
-           "note_budget_cut", "quiet_tune", "restore", "rows_of", "run_trial", "scheduler", "searcher",
-           "signals", "staged", "trainable", "trial_name"]
+           "Progress", "TrialJob", "TuneReport", "budget_cut", "cpus_per_trial", "env_steps", "exploits",
+           "fit", "note_budget_cut", "quiet_tune", "restore", "rows_of", "run_trial", "scheduler",
+           "searcher", "signals", "spent", "staged", "trainable", "trial_name"]

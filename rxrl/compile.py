@@ -165,31 +165,46 @@ def _fuse(step: Step, done: dict[int, Step]) -> Step:
     node = step.node
     if node.collects:
         (chain,) = step.inputs
-        fused = Step(step.id, node, (_chain_step(chain),))
+        fused = Step(step.id, node, (_chain_step(chain, done),))
     else:
         fused = Step(step.id, node, tuple(_fuse(s, done) for s in step.inputs))
     done[step.id] = fused
     return fused
 
 
-def _chain_step(top: Step) -> Step:
+def _chain_step(top: Step, done: dict[int, Step]) -> Step:
+    """The shard chain ending in ``top``: its source, its local steps, and the source's
+    shards it runs (subsets commute with local steps, so they fold into ``indices``); an
+    aggregate's sub-plans, fused, are the chain's inputs."""
     steps: list[tuple[int, g.Node]] = []
+    picked: tuple[int, ...] | None = None  # top shard -> shard of the level reached
     step = top
-    while not isinstance(step.node, g.FromActors | g.FromIterables):
+    while not isinstance(step.node, g.FromActors | g.FromIterables | g.Aggregate):
         assert step.node.local and len(step.inputs) == 1, "validation keeps shards local"
-        steps.append((step.id, step.node))
+        if isinstance(step.node, g.Subset):
+            below = step.node.indices
+            picked = below if picked is None else tuple(below[i] for i in picked)
+        else:
+            steps.append((step.id, step.node))
         (step,) = step.inputs
     source = step.node
+    inputs: tuple[Step, ...] = ()
+    if isinstance(source, g.Aggregate):
+        if picked is not None:
+            raise PlanError(source.label, source.site, "a subset of aggregated shards would "
+                            "leave aggregators that nobody reads", "aggregate into fewer parts")
+        inputs = tuple(_fuse(s, done) for s in step.inputs)
     chain = g.ShardChain(source=source, source_id=step.id, steps=tuple(reversed(steps)),
-                         site=source.site)
-    return Step(top.id, chain, ())
+                         indices=picked, site=source.site)
+    return Step(top.id, chain, inputs)
 
 
 def lower(plan: Compiled, table: Mapping[type[g.Node], Lowerer[C, R]], ctx: C, backend: str) -> R:
     """Lower ``plan`` bottom-up with ``table``, each step once (a split's outputs are shared).
 
     ``table`` is looked up along the node type's MRO, so one entry serves a family
-    (``Union`` covers ``Concurrently``).
+    (``Union`` covers ``Concurrently``). An entry marked with `takes_steps` is given its
+    input steps unlowered (Ray ships an aggregate's sub-plans to actors instead).
     """
     lowered: dict[int, R] = {}
 
@@ -200,10 +215,18 @@ def lower(plan: Compiled, table: Mapping[type[g.Node], Lowerer[C, R]], ctx: C, b
         if lowerer is None:
             raise PlanError(step.node.label, step.node.site,
                             f"the {backend!r} backend does not support the {step.node.op} operator")
-        out = lowered[step.id] = lowerer(ctx, step.node, step.id, [go(s) for s in step.inputs])
+        ins: list[Any] = (list(step.inputs) if getattr(lowerer, "takes_steps", False)
+                          else [go(s) for s in step.inputs])
+        out = lowered[step.id] = lowerer(ctx, step.node, step.id, ins)
         return out
 
     return go(plan.root)
+
+
+def takes_steps(lowerer: Callable[..., R]) -> Callable[..., R]:
+    """Mark ``lowerer`` as taking its node's input steps, not their lowerings (see `lower`)."""
+    setattr(lowerer, "takes_steps", True)  # noqa: B010 - an attribute of a function
+    return lowerer
 
 
 def entry(table: Mapping[type[g.Node], R], node: g.Node) -> R | None:

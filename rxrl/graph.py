@@ -468,6 +468,68 @@ class Concurrently(Union):
         return index in self.emit
 
 
+# ------------------------------------------------------------- shard subsets and aggregators
+
+
+def _spans(indices: tuple[int, ...]) -> str:
+    """``0..3, 6`` for (0, 1, 2, 3, 6)."""
+    out: list[str] = []
+    start = prev = None
+    for i in (*indices, None):
+        if start is not None and (i is None or prev is None or i != prev + 1):
+            out.append(str(start) if start == prev else f"{start}..{prev}")
+            start = None
+        if i is not None and start is None:
+            start = i
+        prev = i
+    return ", ".join(out)
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Subset(Unary):
+    """Shards ``indices`` of its input, in that order (``Shards.subset``).
+
+    It commutes with every shard-local operator, so compiling folds it into the shard chain
+    (``ShardChain.indices``): nothing runs for it.
+    """
+
+    op: ClassVar[str] = "subset"
+    local: ClassVar[bool] = True
+    indices: tuple[int, ...]
+
+    @property
+    def shards(self) -> int:
+        return len(self.indices)
+
+    def params(self) -> str:
+        return _spans(self.indices)
+
+
+@attrs.frozen(eq=False, kw_only=True)
+class Aggregate(Node):
+    """``k`` shards, shard ``i`` being sub-plan ``plans[i]``: the aggregated input's shards
+    ``parts[i]`` run through ``body`` (``ops.aggregate``). A backend may run each sub-plan on
+    an aggregator actor (Ray does, placed beside its shards' actors); the reference runs
+    them in-process."""
+
+    op: ClassVar[str] = "aggregate"
+    source: Node
+    body: Callable[[Any], Any]
+    plans: tuple[Node, ...]
+    parts: tuple[tuple[int, ...], ...]
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return self.plans
+
+    @property
+    def shards(self) -> int:
+        return len(self.plans)
+
+    def params(self) -> str:
+        return f"{fn_name(self.body)}, num_aggregators={len(self.plans)}"
+
+
 # ------------------------------------------------------------------ made by compiling a plan
 
 
@@ -481,13 +543,19 @@ class ShardChain(Node):
     """
 
     op: ClassVar[str] = "shards"
-    source: FromActors | FromIterables
+    source: FromActors | FromIterables | Aggregate
     source_id: int
     steps: tuple[tuple[int, Node], ...]
+    #: the source's shards this chain runs, in order (``Shards.subset``); None: all of them
+    indices: tuple[int, ...] | None = None
 
     @property
     def shards(self) -> int:
-        return self.source.shards
+        return self.source.shards if self.indices is None else len(self.indices)
+
+    def index(self, shard: int) -> int:
+        """The source's shard (its actor's index) behind shard ``shard`` of this chain."""
+        return shard if self.indices is None else self.indices[shard]
 
     @property
     def group(self) -> ActorGroup[Any] | None:
@@ -495,7 +563,8 @@ class ShardChain(Node):
         return self.source.group if isinstance(self.source, FromActors) else None
 
     def params(self) -> str:
-        return " | ".join(n.label for n in (self.source, *(n for _, n in self.steps)))
+        subset = () if self.indices is None else (f"subset({_spans(self.indices)})",)
+        return " | ".join([self.source.label, *subset, *(n.label for _, n in self.steps)])
 
     def groups(self) -> tuple[ActorGroup[Any], ...]:
         return self.source.groups()

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar, overload
 from rxrl import graph as g
 from rxrl.actors import A, ActorGroup, Tagged
 from rxrl.errors import PlanError, call_site
-from rxrl.plan import Collect, LocalOp, Op, Plan, as_node
+from rxrl.plan import Collect, LocalOp, Op, Plan, Shards, as_node
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -24,8 +24,8 @@ W = TypeVar("W")
 S = TypeVar("S", bound=Sized)
 
 __all__ = [
-    "alongside", "barrier", "broadcast", "call", "call_all", "concurrently", "filter", "flat_map", "gather",
-    "map", "scan", "split", "take", "tap", "union", "window", "zip",
+    "aggregate", "alongside", "barrier", "broadcast", "call", "call_all", "concurrently", "filter",
+    "flat_map", "gather", "map", "scan", "split", "take", "tap", "union", "window", "zip",
 ]
 
 
@@ -339,6 +339,100 @@ def _check_group(op: str, site: str, group: object) -> None:
 
 
 # ------------------------------------------------------------------------------- fan-out
+
+
+# ----------------------------------------------------------------------- sub-plans on actors
+
+
+def aggregate(shards: Shards[T], body: Callable[[Shards[T]], Plan[U]], /, *,
+              num_aggregators: int) -> Shards[U]:
+    """``num_aggregators`` shards, shard ``i`` being ``body`` run over the ``i``-th part of
+    ``shards`` (tree aggregation).
+
+    The shards are split into contiguous parts of sizes as equal as they can be; ``body``
+    builds, once per part, the sub-plan that turns that part into one stream (typically
+    ``sub | ops.gather(...) | ops.window(...) | ops.map(concat)``). The Ray backend runs each
+    sub-plan on an aggregator actor placed on the node of its part's first actor, so the
+    driver coordinates aggregators, not every actor; the reference runs them in-process.
+
+    A sub-plan may ``call`` the actors of its own part (items it gathered tagged are routed
+    back to their actor); it may not call other groups, nor broadcast (each aggregator runs
+    on its own, so their calls to a shared actor would land in an order nobody chose). The
+    driver may still call and broadcast to the aggregated actors: on Ray its requests go
+    through the actor's aggregator, behind what that aggregator asked before.
+
+    >>> import rxrl
+    >>> from rxrl import ops
+    >>> shards = rxrl.from_iterables([[1, 2], [10, 20], [100], [1000]])
+    >>> sums = ops.aggregate(shards, lambda part: part | ops.barrier() | ops.map(sum),
+    ...                      num_aggregators=2)
+    >>> list(rxrl.run(sums | ops.barrier()))
+    [[11, 1100], [22]]
+    """
+    site = call_site()
+    name = f"aggregate(num_aggregators={num_aggregators!r})"
+    if not isinstance(shards, Shards):
+        raise PlanError(name, site, f"aggregates Shards, got {type(shards).__name__}",
+                        "build the shards with rxrl.from_actors or rxrl.from_iterables")
+    _callable(name, site, body=body)
+    n = shards.num_shards
+    k = _positive_int(name, site, "num_aggregators", num_aggregators)
+    if k > n:
+        raise PlanError(name, site, f"more aggregators ({k}) than shards ({n}): one would aggregate nothing",
+                        f"use at most {n} aggregators")
+    group = _source_group(shards.node, name, site)
+    parts = tuple(tuple(range(i * n // k, (i + 1) * n // k)) for i in range(k))
+    plans: list[g.Node] = []
+    for part in parts:
+        sub = shards.subset(part)
+        plan: object = body(sub)
+        if not isinstance(plan, Plan):
+            raise PlanError(name, site,
+                            f"body must return a Plan (a driver stream), got {type(plan).__name__}",
+                            "end the sub-plan with ops.gather() or ops.barrier()")
+        _check_sub_plan(plan.node, sub.node, group, name, site)
+        plans.append(plan.node)
+    return Shards(g.Aggregate(source=shards.node, body=body, plans=tuple(plans), parts=parts, site=site))
+
+
+def _source_group(node: g.Node, name: str, site: str) -> ActorGroup[Any] | None:
+    while isinstance(node, g.Unary) and node.local:
+        node = node.input
+    if isinstance(node, g.Aggregate):
+        raise PlanError(name, site, "its shards are aggregated already",
+                        "aggregate the original shards into fewer parts instead")
+    return node.group if isinstance(node, g.FromActors) else None
+
+
+def _check_sub_plan(root: g.Node, start: g.Node, group: ActorGroup[Any] | None, name: str,
+                    site: str) -> None:
+    """Refuse in a sub-plan what its aggregator cannot run on its own (see ``aggregate``)."""
+    seen: set[int] = set()
+    stack, reached = [root], False
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node is start:
+            reached = True
+            continue
+        if isinstance(node, g.Aggregate):
+            raise PlanError(name, site, f"its sub-plan aggregates again ({node.describe()})",
+                            "aggregate once, into more parts")
+        if isinstance(node, g.Broadcast | g.CallAll):
+            raise PlanError(name, site, f"its sub-plan has {node.describe()}, which reaches every "
+                            "actor of the group, also those of other aggregators",
+                            f"move the {node.op} after the aggregate, onto the driver")
+        if isinstance(node, g.Call) and node.group is not group:
+            raise PlanError(name, site, f"its sub-plan calls {node.group!r} ({node.describe()}), "
+                            "which is not the aggregated actors' group: aggregators would call "
+                            "it concurrently, in an order nobody chose",
+                            "move the call after the aggregate, onto the driver")
+        stack.extend(node.inputs)
+    if not reached:
+        raise PlanError(name, site, "body did not read the shards it was given",
+                        "build the sub-plan from body's argument")
 
 
 @overload

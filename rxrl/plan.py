@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 from rxrl.errors import PlanError
@@ -129,6 +129,37 @@ class Shards(Generic[T_co]):
         n = self.node.shards
         assert n is not None
         return n
+
+    def subset(self, indices: Sequence[int]) -> Shards[T_co]:
+        """Shards ``indices`` of these, in that order (each index at most once).
+
+        Tags (``gather(tagged=True)``) keep naming the actors' own indices, so ``ops.call``
+        still routes an item back to the actor that made it.
+
+        >>> import rxrl
+        >>> from rxrl import ops
+        >>> shards = rxrl.from_iterables([["a"], ["b"], ["c"]])
+        >>> list(rxrl.run(shards.subset([2, 0]) | ops.barrier()))
+        [['c', 'a']]
+        """
+        from rxrl.errors import call_site
+
+        site = call_site()
+        n = self.num_shards
+        picked = tuple(indices) if isinstance(indices, Sequence) else None
+        if (picked is None or not picked
+                or any(isinstance(i, bool) or not isinstance(i, int) for i in picked)):
+            raise PlanError("subset()", site,
+                            f"indices must be a non-empty sequence of ints, got {indices!r}")
+        bad = [i for i in picked if not 0 <= i < n]
+        if bad:
+            raise PlanError(f"subset({list(picked)})", site,
+                            f"index {bad[0]} is out of range: these shards are 0..{n - 1}")
+        if len(set(picked)) < len(picked):
+            raise PlanError(f"subset({list(picked)})", site, "an index appears twice: a shard has one reader")
+        from rxrl.graph import Subset
+
+        return Shards(Subset(input=self.node, indices=picked, site=site))
 
     @overload
     def __or__(self, op: LocalOp[T_co, U]) -> Shards[U]: ...

@@ -119,10 +119,14 @@ def _from_iterable(ctx: _Context, node: g.FromIterable, nid: int, ins: list[Stre
 
 def _shard_chain(ctx: _Context, node: g.ShardChain, nid: int, ins: list[Streams]) -> Streams:
     source = node.source
+    picked = [node.index(j) for j in range(node.shards)]
     if isinstance(source, g.FromActors):
-        roots = [actor_stream(source, a) for a in ctx.actors(source.group)]
+        actors = ctx.actors(source.group)
+        roots = [actor_stream(source, actors[i]) for i in picked]
+    elif isinstance(source, g.Aggregate):  # the sub-plans, in-process
+        roots = [ins[i][0] for i in picked]
     else:
-        roots = [source.open(i) for i in range(source.shards)]
+        roots = [source.open(i) for i in picked]
     if not ctx.report.observing:
         return _Shards(node, [chain(node, it) for it in roots])
     out = []
@@ -152,14 +156,20 @@ def _local(ctx: _Context, node: g.Node, nid: int, ins: list[Streams]) -> Streams
 class _Shard:
     """One shard of a collector: its stream, its actor, and whether it waits to be asked again."""
 
-    def __init__(self, it: Iterator[Any], group: ActorGroup[Any] | None, index: int) -> None:
-        self.it, self.group, self.index = it, group, index
+    def __init__(self, it: Iterator[Any], group: ActorGroup[Any] | None, index: int,
+                 aggregated: bool = False) -> None:
+        self.it, self.group, self.index, self.aggregated = it, group, index, aggregated
         #: the effect count when it answered NOT_READY; None while it is not parked
         self.parked_at: int | None = None
 
+    def effects(self, ctx: _Context) -> int:
+        """What may make its answer change: calls and broadcasts to its actor, or, for a
+        sub-plan, to any actor."""
+        return ctx.clock.ticks if self.aggregated else ctx.effects_on(self.group, self.index)
+
     def ask(self, ctx: _Context) -> tuple[Any, int]:
         """Perform a request now: ``(outcome, effect count)``; an exception is the outcome."""
-        seq = ctx.effects_on(self.group, self.index)
+        seq = self.effects(ctx)
         try:
             return next(self.it, END), seq
         except Exception as e:
@@ -167,12 +177,14 @@ class _Shard:
 
     def askable(self, ctx: _Context) -> bool:
         """Not parked, or its actor was sent a call or broadcast since it answered NOT_READY."""
-        return self.parked_at is None or ctx.effects_on(self.group, self.index) > self.parked_at
+        return self.parked_at is None or self.effects(ctx) > self.parked_at
 
 
 def _shards(ctx: _Context, nid: int, node: g.Node, its: Streams) -> list[_Shard]:
     assert isinstance(its, _Shards), "compile fuses every collector's input"
-    shards = [_Shard(it, its.node.group, i) for i, it in enumerate(its)]
+    chain = its.node
+    aggregated = isinstance(chain.source, g.Aggregate)
+    shards = [_Shard(it, chain.group, chain.index(i), aggregated) for i, it in enumerate(its)]
     for shard in shards:
         ctx.blocked.watch(nid, shard.index, functools.partial(_why_parked, ctx, node, shard))
     return shards
@@ -255,7 +267,7 @@ def _gather(ctx: _Context, node: g.Gather, nid: int, ins: list[Streams]) -> Stre
                 missing[i] -= 1
                 queues[i].append(shards[i].ask(ctx))
                 ended[i] = queues[i][-1][0] is END
-            yield Tagged(result, i, group) if node.tagged else result
+            yield Tagged(result, shards[i].index, group) if node.tagged else result
 
     return [completions()]
 

@@ -40,13 +40,13 @@ class _Collector(Stream):
     def _ask(self, i: int) -> Request:
         shard = self._shards[i]
         request = shard.request(self.wanted)
-        request.effects_at = self._rt.effects_on(shard.group, shard.index)
+        request.effects_at = shard.effects(self._rt)
         return request
 
     def _askable(self, i: int) -> bool:
         at = self._parked_at[i]
         shard = self._shards[i]
-        return at is None or self._rt.effects_on(shard.group, shard.index) > at
+        return at is None or shard.effects(self._rt) > at
 
     def _park(self, i: int, request: Request) -> None:
         self._parked_at[i] = request.effects_at
@@ -166,7 +166,7 @@ class Gather(_Collector):
                 if not self._ended[i]:  # the next request goes out before the item goes on
                     self._missing[i] -= 1
                     queues[i].append(self._ask(i))
-                return Tagged(x, i, self._group) if self._tagged else x
+                return Tagged(x, self._shards[i].index, self._group) if self._tagged else x
 
     def ready(self) -> bool:
         heads = self._heads()

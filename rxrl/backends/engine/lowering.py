@@ -15,7 +15,7 @@ from rxrl.backends.engine.combine import AsyncUnion, Branch, RoundRobin, Split, 
 from rxrl.backends.engine.effects import Broadcast, Call, CallAll
 from rxrl.backends.engine.stream import Runtime, Shard, Stream
 from rxrl.backends.local import LOCAL
-from rxrl.compile import Lowerer
+from rxrl.compile import Lowerer, takes_steps
 from rxrl.events import Event
 from rxrl.ready import END, NOT_READY
 
@@ -166,6 +166,6 @@ def observing(table: dict[type[g.Node], Lowerer[Any, Any]]) -> dict[type[g.Node]
         def observed(rt: Runtime, node: g.Node, nid: int, ins: list[Any]) -> Any:
             out = lowerer(rt, node, nid, ins)
             return Observed(rt, nid, node, None, out) if isinstance(out, Stream) else out
-        return observed
+        return takes_steps(observed) if getattr(lowerer, "takes_steps", False) else observed
 
     return {t: wrap(f) for t, f in table.items()}

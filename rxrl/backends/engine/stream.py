@@ -95,6 +95,11 @@ class Shard(abc.ABC):
     def request(self, want: bool) -> Request:
         """Submit a request for the shard's next item (``want``: its value will be read)."""
 
+    def effects(self, rt: Runtime) -> int:
+        """What may change its answer after a ``NOT_READY``: the calls and broadcasts its actor
+        has been sent (see ``Runtime.effects_on``)."""
+        return rt.effects_on(self.group, self.index)
+
 
 class Runtime(abc.ABC):
     """What a concurrent backend provides the engine: actors, requests, waiting, values."""
@@ -110,6 +115,10 @@ class Runtime(abc.ABC):
     def effects_on(self, group: ActorGroup[Any] | None, index: int) -> int:
         """Calls and broadcasts actor ``index`` of ``group`` has been sent."""
         return 0 if group is None else self.effects.get((group.key, index), 0)
+
+    def stamp(self) -> int:
+        """The next completion stamp (for a request completed as it was submitted)."""
+        raise NotImplementedError
 
     def count_effect(self, group: ActorGroup[Any], index: int) -> int:
         """Count one more call or broadcast to an actor; the new count."""

@@ -18,7 +18,7 @@ from rxrl import graph as g
 from rxrl.backends.engine.lowering import DRIVER, STEPS, Sharded
 from rxrl.backends.engine.stream import Stream
 from rxrl.backends.ray.runtime import RayRuntime
-from rxrl.compile import Lowerer
+from rxrl.compile import Lowerer, takes_steps
 from rxrl.interop import ObservableQueue
 from rxrl.ready import END
 
@@ -45,7 +45,10 @@ def _from_observable(rt: RayRuntime, node: g.FromObservable, nid: int, ins: list
     return Items(iter(queue.take, END))
 
 
+@takes_steps
 def _shard_chain(rt: RayRuntime, node: g.ShardChain, nid: int, ins: list[Any]) -> Sharded:
+    if isinstance(node.source, g.Aggregate):  # ins: the sub-plans, each run on an aggregator
+        return Sharded(node, rt.aggregate(node, nid, ins))
     return Sharded(node, rt.shards(node, nid))
 
 

@@ -67,6 +67,8 @@ class Pending:
     local: tuple[Any, Any] | None = None
     #: the reply is one ``(status, value)`` object (``status`` is its ref)
     both: bool = False
+    #: sent through an aggregator: ``status`` holds the refs of the actor's reply
+    relayed: bool = False
 
 
 def raise_failure(f: Failure) -> None:
@@ -149,6 +151,9 @@ class RayRequest(Request):
                 raise ActorError(f"{self.target.where} failed while running "
                                  f"{self.node.describe()}: {e}") from e
             self._seen()
+            if self.p.relayed:  # the aggregator sent it on: now wait for the actor's reply
+                self.p = Pending(status[0], status[1], self.p.epoch, both=self.p.both)
+                continue
             if self.p.both:
                 self.p.local = status
                 status = status[0]
@@ -197,6 +202,9 @@ class GroupState:
     members: list[Member] = attrs.field(factory=list)
     #: per broadcast occurrence, its latest item, most recently applied last
     latest: OrderedDict[int, Encoded] = attrs.field(factory=OrderedDict)
+    #: the aggregator that pulls each aggregated member (by index): the driver's requests to
+    #: that member go through it
+    owners: dict[int, Any] = attrs.field(factory=dict)
 
 
 class Member(Target):

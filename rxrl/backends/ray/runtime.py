@@ -20,7 +20,7 @@ from rxrl.backends import common
 from rxrl.backends.common import Blocked, Reporter
 from rxrl.backends.engine.stream import Request, Runtime, Shard
 from rxrl.backends.kernels import Clock
-from rxrl.backends.ray.host import Chain, Failure, Host, MemberSpec, PinnedSpec, dumps
+from rxrl.backends.ray.host import Chain, Failure, Host, MemberSpec, PinnedSpec, dumps, pack
 from rxrl.backends.ray.members import (
     POOL,
     DriverMember,
@@ -39,6 +39,7 @@ from rxrl.backends.ray.members import (
     kill,
     raise_failure,
 )
+from rxrl.compile import Step
 from rxrl.errors import ActorError, PlanError, WaitTimeoutError
 from rxrl.events import EventSink
 from rxrl.schedule import Recorder
@@ -159,6 +160,8 @@ class RayRuntime(Runtime):
         self._stamps = itertools.count(1)
         self._generation = 0
         self._encoded: dict[int, tuple[Any, Encoded]] = {}  # per broadcast: its latest item
+        #: per aggregate sub-plan: its aggregator, the sub-plan and the chain's steps after it
+        self.aggregators: list[tuple[Any, Step, tuple[g.Node, ...]]] = []
 
     # ------------------------------------------------------------------ plan actors, shards
 
@@ -172,13 +175,15 @@ class RayRuntime(Runtime):
     def shards(self, node: g.ShardChain, nid: int) -> list[Shard]:
         source = node.source
         steps = tuple(ship(step) for _, step in node.steps)
+        picked = [node.index(j) for j in range(node.shards)]
         if isinstance(source, g.FromActors):
             state = self.state(source.group)
-            for chains in state.chains:
-                chains[nid] = Chain(steps, source=source)
-            return [MemberShard(self, node, state, i, nid) for i in range(source.group.size)]
+            for i in picked:
+                state.chains[i][nid] = Chain(steps, source=source)
+            return [MemberShard(self, node, state, i, nid) for i in picked]
+        assert isinstance(source, g.FromIterables), "aggregates are lowered by `aggregate`"
         shards: list[Shard] = []
-        for i in range(source.shards):
+        for i in picked:
             where = f"shard {i} of {source.describe()}"
             iterator = source.open(i)
             try:
@@ -190,6 +195,40 @@ class RayRuntime(Runtime):
             self.pool_targets.append(target)
             shards.append(PoolShard(self, node, target, i))
         return shards
+
+    def aggregate(self, node: g.ShardChain, nid: int, plans: list[Step]) -> list[Shard]:
+        """The shards of an aggregate: one aggregator per sub-plan (created by ``start``),
+        whose chains and calls are registered on the actors they reach, as the driver's are."""
+        from rxrl.backends.ray.aggregator import AggShard, AggTarget
+
+        source = node.source
+        assert isinstance(source, g.Aggregate)
+        shards: list[Shard] = []
+        for i, plan in enumerate(plans):
+            target = AggTarget(i, f"aggregator {i} of {source.label}")
+            self._register_sub_plan(plan, target)
+            self.aggregators.append((target, plan, tuple(ship(step) for _, step in node.steps)))
+            shards.append(AggShard(self, node, target, i))
+        return shards
+
+    def _register_sub_plan(self, top: Step, target: Any) -> None:
+        seen: set[int] = set()
+        stack = [top]
+        while stack:
+            step = stack.pop()
+            if step.id in seen:
+                continue
+            seen.add(step.id)
+            node = step.node
+            if isinstance(node, g.ShardChain) and isinstance(node.source, g.FromActors):
+                state = self.state(node.source.group)
+                steps = tuple(ship(s) for _, s in node.steps)
+                for i in (node.index(j) for j in range(node.shards)):
+                    state.chains[i][step.id] = Chain(steps, source=node.source)
+                    state.owners[i] = target
+            elif isinstance(node, g.Call | g.CallAll | g.Broadcast):
+                self.register(step.id, node)
+            stack.extend(step.inputs)
 
     def register(self, nid: int, node: g.Call | g.CallAll | g.Broadcast) -> None:
         shipped = ship(node)
@@ -225,8 +264,12 @@ class RayRuntime(Runtime):
             for j, target in enumerate(self.pool_targets):
                 target.host = self.pool_hosts[j % len(self.pool_hosts)]
                 target.host.register.remote(target.key, target.steps, target.iterator)
-        if not started:
-            return
+        if started:
+            self._await_started(started)
+        if self.aggregators:
+            self._start_aggregators()
+
+    def _await_started(self, started: list[tuple[Member, Any]]) -> None:
         ready, _ = ray.wait([ref for _, ref in started], num_returns=len(started),
                             timeout=self.options.start_timeout_s)
         done = set(ready)
@@ -244,6 +287,57 @@ class RayRuntime(Runtime):
             if isinstance(status, Failure):
                 raise_failure(status)
             member.node_id = status
+
+    def _start_aggregators(self) -> None:
+        """Create one aggregator per sub-plan beside its part's first actor, and wait for them."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from rxrl.backends.ray.aggregator import AggregatorActor, AggregatorSpec, Part
+
+        made = []
+        for target, plan, steps in self.aggregators:
+            parts: dict[str, Part] = {}
+            node_id: str | None = None
+            for key, state in self.states.items():
+                owned = sorted(i for i, t in state.owners.items() if t is target)
+                if not owned:
+                    continue
+                group = state.group
+                if group.driver_hosted or group.options.get("max_restarts", 0):
+                    what = "hosted on the driver" if group.driver_hosted else "restarted by Ray"
+                    raise PlanError(repr(group), group.site,
+                                    f"its actors are {what}, and an aggregator cannot pull those "
+                                    "(a restarted actor's aggregator does not know it restarted)",
+                                    "aggregate a group of plain Ray actors, or drop the aggregate")
+                handles = {i: state.members[i].handle for i in owned}
+                node_id = node_id or state.members[owned[0]].node_id
+                parts[key] = Part(group, state.chains, dict(state.effects), handles)
+            spec = AggregatorSpec(target.index, target.where, plan, steps, parts, self.options)
+            options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0,
+                                       "name": f"rxrl:{self.run_id}:aggregator[{target.index}]"}
+            if node_id is not None:  # beside its actors (soft: anywhere if that node is full)
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
+            try:
+                target.handle = AggregatorActor.options(**options).remote(spec)
+            except Exception as e:
+                raise PlanError(target.where, "", f"its sub-plan cannot be sent to a Ray actor: "
+                                f"{type(e).__name__}: {e}",
+                                "use module-level classes and functions, or closures over "
+                                "picklable values") from e
+            self.created.append(target.handle)
+            made.append((target, target.handle.ready.remote()))
+        ready, _ = ray.wait([ref for _, ref in made], num_returns=len(made),
+                            timeout=self.options.start_timeout_s)
+        for target, ref in made:
+            if ref not in ready:
+                raise RayTimeoutError(f"{target.where} was not constructed within "
+                                      f"start_timeout_s={self.options.start_timeout_s} s")
+            try:
+                status = ray.get(ref)
+            except RayError as e:
+                raise creation_failure(target.where, "", e) from e
+            if isinstance(status, Failure):
+                raise_failure(status)
 
     def _spec(self, state: GroupState, index: int,
               on_restart: Callable[[Any], object] | None = None) -> MemberSpec:
@@ -319,8 +413,14 @@ class RayRuntime(Runtime):
     # --------------------------------------------------------------------------- requests
 
     def apply(self, nid: int, node: g.Call | g.CallAll, index: int, item: Any, want: bool) -> Request:
-        member = self.states[node.group.key].members[index]
+        state = self.states[node.group.key]
+        member = state.members[index]
         encoded = encode(item)
+        owner = state.owners.get(index)
+        if owner is not None:  # an aggregated actor: through its aggregator
+            header = pack(nid, *encoded[:3])
+            return RayRequest(self, member, node,
+                              lambda: owner.relay(member, header, encoded[3], want, False), nid=nid)
         return RayRequest(self, member, node, lambda: member.apply(nid, encoded, want), nid=nid)
 
     def effect(self, nid: int, node: g.Broadcast, index: int, item: Any) -> Request:
@@ -333,6 +433,12 @@ class RayRuntime(Runtime):
             state.latest.move_to_end(nid)
         encoded = cached[1]
         member = state.members[index]
+        owner = state.owners.get(index)
+        if owner is not None:  # an aggregated actor: through its aggregator
+            header = pack(nid, *encoded[:3])
+            return RayRequest(self, member, node,
+                              lambda: owner.relay(member, header, encoded[3], False, True),
+                              effect=True, nid=nid)
         return RayRequest(self, member, node, lambda: member.effect(nid, encoded), effect=True, nid=nid)
 
     def observed(self) -> int:
@@ -435,6 +541,8 @@ class RayRuntime(Runtime):
         if self.closed:
             return
         self.closed = True
+        if self.aggregators and ray.is_initialized():
+            self._record_pulls_under_way()
         for closer in self.closers:
             closer()
         for handle in self.created:
@@ -459,6 +567,20 @@ class RayRuntime(Runtime):
             for ref, host in releases.items():
                 if ref not in done:
                     POOL.discard(host)
+
+    def _record_pulls_under_way(self, timeout_s: float = 10.0) -> None:
+        """Read the aggregators' pulls still under way, for the choices they carry: the
+        reference performs a pull when it is submitted, so replaying the trace needs them."""
+        requests = [r for target, _, _ in self.aggregators for r in list(target.outstanding.values())]
+        if not requests:
+            return
+        with contextlib.suppress(Exception):
+            ready = set(ray.wait([r.ref() for r in requests], num_returns=len(requests),
+                                 timeout=timeout_s)[0])
+            for r in requests:
+                if r.ref() in ready:
+                    with contextlib.suppress(Exception):
+                        r.status()
 
     def _await_unplaced(self, timeout_s: float = 5.0) -> None:
         """Return once Ray lists the run's placement groups as removed (their resources free

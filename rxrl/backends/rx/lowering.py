@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rxrl import graph as g
+from rxrl.backends.engine.aggregate import inline_shards
 from rxrl.backends.engine.lowering import DRIVER, Sharded, driver
 from rxrl.backends.engine.lowering import observing as observing_driver
 from rxrl.backends.engine.stream import Shard as EngineShard
@@ -32,8 +33,11 @@ def _from_observable(rt: Runtime, node: g.FromObservable, nid: int, ins: list[An
 
 def _shard_chain(rt: Runtime, node: g.ShardChain, nid: int, ins: list[Any]) -> Sharded:
     source = node.source
+    if isinstance(source, g.Aggregate):
+        return inline_shards(rt, node, ins)
     shards: list[EngineShard] = []
-    for i in range(node.shards):
+    for j in range(node.shards):
+        i = node.index(j)
         stream: Stream
         if isinstance(source, g.FromActors):
             actor = rt.actors(source.group)[i]
@@ -43,11 +47,11 @@ def _shard_chain(rt: Runtime, node: g.ShardChain, nid: int, ins: list[Any]) -> S
             executor = rt.executor(f"{source.op}[{i}]")
             stream, where = IterSource(source.open(i)), f"shard {i} of {source.describe()}"
         if rt.report.observing:
-            stream = _Observed(rt, node.source_id, source, i, stream)
+            stream = _Observed(rt, node.source_id, source, j, stream)
         for step_id, step in node.steps:
             stream = extend(stream, LOCAL[type(step)](step))
             if rt.report.observing:
-                stream = _Observed(rt, step_id, step, i, stream)
+                stream = _Observed(rt, step_id, step, j, stream)
         shards.append(Shard(rt, executor, stream, where, node.group, i))
     return Sharded(node, shards)
 

@@ -238,6 +238,10 @@ class Runtime(EngineRuntime):
     def in_flight(self) -> bool:
         return self._running > 0 or any(still() for still in self.open_sources)
 
+    def stamp(self) -> int:
+        with self._cond:
+            return next(self._stamps)
+
     def submit(self, work: Observable[Any], node: g.Node | None, nid: int = -1,
                where: str = "") -> RxRequest:
         """A request for the outcome of ``work`` (an actor thread's ``submit``), for operator

@@ -227,17 +227,55 @@ def placed(draw: st.DrawFn, group: rxrl.ActorGroup[A]) -> rxrl.ActorGroup[A]:
     return group.on_driver() if draw(st.booleans()) else group
 
 
+def _bump_tagged(counter: Counter, t: rxrl.Tagged[int]) -> int:
+    """A call a sub-plan sends back to the actor an item came from: it changes the actor."""
+    counter.bump(t.value)
+    return t.value * 10 + t.shard
+
+
+@st.composite
+def sub_plans(draw: st.DrawFn, group: rxrl.ActorGroup[Counter] | None
+              ) -> Callable[[rxrl.Shards[int]], rxrl.Plan[int]]:
+    """The body of an ``ops.aggregate``: a local chain, a collector, maybe a call back to the
+    actor each item came from, and a local chain on the sub-plan's output."""
+    inner, outer = draw(local_ops()), draw(local_ops())
+    collector = draw(st.sampled_from(["barrier", "gather"] + (["call"] if group is not None else [])))
+    k = draw(st.integers(1, 2))
+
+    def body(part: rxrl.Shards[int]) -> rxrl.Plan[int]:
+        part = _apply(part, inner)
+        if collector == "barrier":
+            plan: rxrl.Plan[int] = part | ops.barrier() | ops.map(sum)
+        elif collector == "gather":
+            plan = part | ops.gather(k)
+        else:
+            assert group is not None
+            plan = part | ops.gather(k, tagged=True) | ops.call(group, _bump_tagged)
+        out: rxrl.Plan[int] = _apply(plan, outer)
+        return out
+
+    return body
+
+
 @st.composite
 def shard_plans(draw: st.DrawFn) -> rxrl.Plan[int]:
-    """A sharded source (iterables or stateful actors), a local chain, and a collector."""
+    """A sharded source (iterables or stateful actors), maybe a subset of its shards, a local
+    chain, maybe an aggregate (sub-plans over parts of the shards), and a collector."""
     if draw(st.booleans()):
         shards: rxrl.Shards[int] = rxrl.from_iterables(
-            draw(st.lists(st.lists(ints, max_size=6), min_size=1, max_size=3)))
+            draw(st.lists(st.lists(ints, max_size=6), min_size=1, max_size=4)))
         group = None
     else:
-        group = placed(draw, rxrl.actors(Counter, draw(st.integers(1, 3)), start=draw(ints)))
+        group = placed(draw, rxrl.actors(Counter, draw(st.integers(1, 4)), start=draw(ints)))
         shards = rxrl.from_actors(group, Counter.next) | ops.take(draw(st.integers(0, 5)))
+    if draw(st.integers(0, 3)) == 0:
+        n = shards.num_shards
+        shards = shards.subset(draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True)))
     shards = _apply(shards, draw(local_ops()))
+    if (group is None or not group.driver_hosted) and draw(st.integers(0, 2)) == 0:
+        body = draw(sub_plans(group))
+        shards = ops.aggregate(shards, body, num_aggregators=draw(st.integers(1, shards.num_shards)))
+        shards = _apply(shards, draw(local_ops()))
     collector = draw(st.sampled_from(["barrier", "gather", "tagged"]))
     if collector == "barrier":
         plan: rxrl.Plan[int] = shards | ops.barrier() | ops.map(sum)

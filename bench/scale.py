@@ -26,11 +26,14 @@ driver's ceiling per shape and system is the highest median rate over N, with th
 reached it and whether the rate had stopped rising (the largest N less than ``1 + --gain``
 times the best smaller N's rate).
 
-Not measured yet: the issue's aggregator target (with aggregators, the ceiling at N = 64 at
-least 3x the single-driver one): aggregators do not exist in rxrl yet. An aggregator case is
-one more entry of ``SYSTEMS`` (a ``Side`` factory, e.g. ``"rxrl+aggregators"``) measured
-beside the others; ``summary()`` then reports its ceiling against the single driver's
-(``aggregator_vs_driver``, ``None`` until then).
+With aggregators (``rxrl+agg``, measured beside the two unless ``--aggregators 0``): the same
+shapes with the workers split among ``--aggregators`` aggregator actors (``ops.aggregate``),
+each running the shape's collector over its part and handing the driver lists of
+``--agg-window`` items (a barrier's rounds as they are); the driver gathers the aggregators
+(and, for ``call``, hands each list to the learner, which steps once per item). Its items/s
+count worker items. ``summary()`` reports the aggregator target: the rate with aggregators at
+the largest N against the single driver's ceiling (``aggregator_vs_driver``; target >= 3 at
+N = 64).
 
 Writes ``bench/results/scale_<tag>.json`` (with the load average before and after) and
 prints markdown tables. Run (the full default sweep takes ~10 min on 2 cores, two thirds of
@@ -99,6 +102,12 @@ class SyntheticLearner:
         self.steps += 1
         return int(item.nbytes)
 
+    def step_all(self, items: list[Item]) -> int:
+        """``step`` each of an aggregator's items; return how many there were."""
+        for item in items:
+            self.step(item)
+        return len(items)
+
     def ping(self) -> int:
         """Answer at once (to wait until the actor is up)."""
         return self.steps
@@ -115,6 +124,8 @@ class Settings:
         self.warmup_s: float = args.warmup_s
         self.seconds: float = args.seconds
         self.items: int | None = args.items
+        self.aggregators: int = args.aggregators
+        self.agg_window: int = args.agg_window
 
     def ideal(self, shape: str, n: int) -> float:
         """Items/s if every worker sampled back to back (and the learner kept up)."""
@@ -175,20 +186,44 @@ def rxrl_plan(shape: str, n: int, s: Settings) -> rxrl.Plan[Any]:
             | ops.call(learner, SyntheticLearner.step, max_in_flight=2))
 
 
-class RxrlSide:
-    """One rxrl run of the shape's plan, open for all the case's measurements."""
+def aggregated_plan(shape: str, n: int, s: Settings) -> rxrl.Plan[int]:
+    """The shape with the workers split among aggregators: each item says how many worker
+    items it stands for."""
+    latency_s, size, k, m = s.latency_s, s.item_bytes, s.k, s.agg_window
+    workers = rxrl.indexed_actors(lambda i: SyntheticWorker(i, latency_s, size), n,
+                                  name="SyntheticWorker").with_options(num_cpus=0)
+    shards = rxrl.from_actors(workers, SyntheticWorker.sample)
+    count = min(s.aggregators, n)
+    if shape == "barrier":
+        rounds = ops.aggregate(shards, lambda part: part | ops.barrier() | ops.map(len),
+                               num_aggregators=count)
+        return rounds | ops.barrier() | ops.map(sum)
+    lists = ops.aggregate(shards, lambda part: part | ops.gather(max_in_flight=k) | ops.window(m),
+                          num_aggregators=count)
+    if shape == "gather":
+        return lists | ops.gather() | ops.map(len)
+    learner = rxrl.actors(SyntheticLearner, 1, s.learner_s).with_options(num_cpus=0)
+    return (lists | ops.gather()
+            | ops.call(learner, SyntheticLearner.step_all, max_in_flight=2))
 
-    def __init__(self, shape: str, n: int, s: Settings) -> None:
+
+class RxrlSide:
+    """One rxrl run of the shape's plan, open for all the case's measurements; with
+    ``aggregated``, the plan with aggregators (each item counts the worker items it holds)."""
+
+    def __init__(self, shape: str, n: int, s: Settings, aggregated: bool = False) -> None:
         self.per_pull = n if shape == "barrier" else 1
+        self.aggregated = aggregated
         self.watch = Stopwatch(s)
         start = time.perf_counter()
-        self.run = rxrl.run(rxrl_plan(shape, n, s), "ray")
+        plan = aggregated_plan(shape, n, s) if aggregated else rxrl_plan(shape, n, s)
+        self.run: rxrl.Run[Any] = rxrl.run(plan, "ray")
         next(self.run)
         self.startup_s = time.perf_counter() - start
 
     def _pulls(self) -> Iterator[int]:
-        for _ in self.run:
-            yield self.per_pull
+        for x in self.run:
+            yield int(x) if self.aggregated else self.per_pull
 
     def measure(self) -> tuple[int, float]:
         """Resume the run: warm up (draining what finished while it paused), then time."""
@@ -296,11 +331,12 @@ class HandSide:
 
 # ------------------------------------------------------------------------------ the sweep
 
-#: the systems measured for every (shape, N): name -> side factory. An aggregator case is
-#: one more entry here (its side opening the plan with aggregators over the N workers).
+#: the systems measured for every (shape, N): name -> side factory (``rxrl+agg`` goes when
+#: ``--aggregators 0``)
 SYSTEMS: dict[str, Callable[[str, int, HandActors, Settings], Side]] = {
     "rxrl": lambda shape, n, actors, s: RxrlSide(shape, n, s),
     "hand": lambda shape, n, actors, s: HandSide(shape, actors, s),
+    "rxrl+agg": lambda shape, n, actors, s: RxrlSide(shape, n, s, aggregated=True),
 }
 
 
@@ -359,9 +395,17 @@ def ceilings(cases: list[dict[str, Any]], gain: float) -> dict[str, dict[str, An
 
 
 def summary(cases: list[dict[str, Any]], gain: float) -> dict[str, Any]:
-    """Ceilings, the worst median ratio, and the (not yet measurable) aggregator target."""
+    """Ceilings, the worst median ratio, and the aggregator target: per shape, the rate with
+    aggregators at the largest N against the single driver's ceiling (rxrl's)."""
     ratios = [c["median_ratio"] for c in cases]
     per_shape = ceilings(cases, gain)
+    against: dict[str, Any] = {}
+    if "rxrl+agg" in SYSTEMS:
+        for shape in per_shape:
+            last = max((c for c in cases if c["shape"] == shape), key=lambda c: c["n"])
+            against[shape] = {"n": last["n"], "with_aggregators": last["median"]["rxrl+agg"],
+                              "driver_ceiling": per_shape[shape]["rxrl"]["ceiling"],
+                              "ratio": last["median"]["rxrl+agg"] / per_shape[shape]["rxrl"]["ceiling"]}
     return {
         "ceilings": per_shape,
         "driver_ceiling": {name: max(c[name]["ceiling"] for c in per_shape.values())
@@ -370,7 +414,8 @@ def summary(cases: list[dict[str, Any]], gain: float) -> dict[str, Any]:
         "ratio_target": 0.97,
         "cases_below_target": [(c["shape"], c["n"], round(c["median_ratio"], 3))
                                for c in cases if c["median_ratio"] < 0.97],
-        "aggregator_vs_driver": None,  # target >= 3 at N = 64; aggregators do not exist yet
+        "aggregator_vs_driver": against or None,  # target >= 3 at N = 64
+        "aggregator_target": 3.0,
     }
 
 
@@ -381,17 +426,20 @@ def gain_text(x: float | None) -> str:
 
 def markdown(cases: list[dict[str, Any]], summ: dict[str, Any], s: Settings, repeats: int) -> str:
     """The results as markdown tables."""
+    agg = "rxrl+agg" in SYSTEMS
     lines = [f"{s.latency_s * 1000:g} ms per sample, k = {s.k}, learner step "
-             f"{s.learner_s * 1000:g} ms; {repeats} alternating pairs per case, medians",
+             f"{s.learner_s * 1000:g} ms; {repeats} alternating pairs per case, medians"
+             + (f"; with aggregators: {s.aggregators} of them, lists of {s.agg_window}" if agg else ""),
              "",
              "| shape | N | ideal items/s | rxrl items/s | hand items/s | rxrl / hand per pair "
-             "| **median ratio** | rxrl of ideal |",
-             "|---|---:|---:|---:|---:|---|---:|---:|"]
+             "| **median ratio** | rxrl of ideal |" + (" rxrl+agg items/s |" if agg else ""),
+             "|---|---:|---:|---:|---:|---|---:|---:|" + ("---:|" if agg else "")]
     for c in cases:
         pairs = ", ".join(f"{x:.3f}" for x in c["ratios"])
         lines.append(f"| {c['shape']} | {c['n']} | {c['ideal']:.0f} | {c['median']['rxrl']:.0f} "
                      f"| {c['median']['hand']:.0f} | {pairs} | **{c['median_ratio']:.3f}** "
-                     f"| {c['of_ideal']['rxrl']:.2f} |")
+                     f"| {c['of_ideal']['rxrl']:.2f} |"
+                     + (f" {c['median']['rxrl+agg']:.0f} |" if agg else ""))
     lines += ["", "| shape | system | ceiling items/s | at N | largest N: of ideal "
               "| largest N / best smaller N | ceiling reached |",
               "|---|---|---:|---:|---:|---:|---|"]
@@ -400,6 +448,9 @@ def markdown(cases: list[dict[str, Any]], summ: dict[str, Any], s: Settings, rep
             lines.append(f"| {shape} | {name} | {c['ceiling']:.0f} | {c['at_n']} "
                          f"| {c['of_ideal_at_max_n']:.2f} | {gain_text(c['last_gain'])} "
                          f"| {'yes' if c['reached'] else 'no'} |")
+    for shape, a in (summ.get("aggregator_vs_driver") or {}).items():
+        lines.append(f"\nWith aggregators, {shape} at N = {a['n']}: {a['with_aggregators']:.0f} items/s, "
+                     f"**{a['ratio']:.2f}x** the single driver's ceiling ({a['driver_ceiling']:.0f})")
     return "\n".join(lines)
 
 
@@ -420,8 +471,14 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--gain", type=float, default=0.1,
                         help="the ceiling is reached if the largest N gains less than this")
+    parser.add_argument("--aggregators", type=int, default=4,
+                        help="aggregators of the rxrl+agg system (0: do not measure it)")
+    parser.add_argument("--agg-window", type=int, default=8,
+                        help="worker items per list an aggregator hands the driver")
     parser.add_argument("--tag", default="now", help="results go to bench/results/scale_<tag>.json")
     args = parser.parse_args(argv)
+    if args.aggregators <= 0:
+        SYSTEMS.pop("rxrl+agg")
     s = Settings(args)
     ns = [int(x) for x in args.workers.split(",")]
     shapes = [x for x in args.shapes.split(",") if x]
@@ -440,8 +497,10 @@ def main(argv: list[str]) -> None:
                 for shape in shapes:
                     case = measure_case(shape, n, actors, s, args.repeats)
                     cases.append(case)
+                    agg = case["median"].get("rxrl+agg")
                     print(f"{shape:<8} N={n:<3} ideal {case['ideal']:7.0f}  rxrl "
                           f"{case['median']['rxrl']:7.1f}  hand {case['median']['hand']:7.1f}  "
+                          + ("" if agg is None else f"agg {agg:7.1f}  ") +
                           f"ratio {case['median_ratio']:.3f}  "
                           f"({', '.join(f'{x:.3f}' for x in case['ratios'])})  "
                           f"load {case['loadavg_1m']:.1f}", flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -17,7 +18,11 @@ UnionMode = Literal["round_robin", "async"]
 
 
 def fn_name(fn: object) -> str:
-    """A short readable name for a user function (``<lambda>`` keeps its call site in labels)."""
+    """A short readable name for a user function (``<lambda>`` keeps its call site in labels;
+    a ``functools.partial`` shows its arguments)."""
+    if isinstance(fn, functools.partial):
+        bound = [repr(a) for a in fn.args] + [f"{k}={v!r}" for k, v in fn.keywords.items()]
+        return f"{fn_name(fn.func)}({', '.join(bound)}, ...)"
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
     if not name:
         return repr(fn)

@@ -33,8 +33,14 @@ def _lines(step: Step, shown: set[int], show_ids: bool, sites: bool,
         chain.append(step)
         (step,) = step.inputs
     lines = [_fmt(step.node, step.id, show_ids, sites, annotate)]
-    for k, child in enumerate(step.inputs):
-        last = k == len(step.inputs) - 1
+    inputs, more = step.inputs, ""
+    if isinstance(step.node, g.Aggregate) and len(inputs) > 2:  # one sub-plan stands for all
+        inputs = inputs[:1]
+        parts = "; ".join(g.Subset(input=step.node.source, indices=p, site="").params()
+                          for p in step.node.parts[1:])
+        more = f"└─ ({len(step.inputs) - 1} more sub-plans like it, over shards {parts})"
+    for k, child in enumerate(inputs):
+        last = k == len(inputs) - 1 and not more
         if child.id in shown:  # a split's other branches: drawn once, where first reached
             sub = [f"{_fmt(child.node, child.id, show_ids, False)}  (shared: see above)"]
         else:
@@ -42,6 +48,8 @@ def _lines(step: Step, shown: set[int], show_ids: bool, sites: bool,
             sub = _lines(child, shown, show_ids, sites, annotate)
         lines.append(("└─ " if last else "├─ ") + sub[0])
         lines.extend(("   " if last else "│  ") + line for line in sub[1:])
+    if more:
+        lines.append(more)
     lines.extend("| " + _fmt(op.node, op.id, show_ids, sites, annotate) for op in reversed(chain))
     return lines
 

@@ -150,3 +150,53 @@ def test_each_record_reports_its_batch_staleness_in_the_metrics_row() -> None:
 def test_bad_settings_name_the_field(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         small_impala(**settings)
+
+
+AGGREGATED_SHAPE = """\
+from_actors(RolloutWorker×4, RolloutWorker.sample_fragment)  [×4 shards]
+| subset(0..1)  [×2 shards]
+| gather(max_in_flight=1, tagged=True)
+| window(2)"""
+
+
+@pytest.mark.parametrize("backend", ["reference", "rx", "ray"])
+@pytest.mark.parametrize("algo", ["impala", "appo"])
+@pytest.mark.timeout(180)
+def test_with_aggregators_the_driver_handles_one_item_per_batch(
+        algo: str, backend: str, request: pytest.FixtureRequest) -> None:
+    """``num_aggregators``: each aggregator gathers its part's fragments into a batch's worth;
+    the learner gets each batch whole (on Ray by reference: the driver never holds it), the
+    senders due get weights, and a concurrent backend's run replays from its trace."""
+    if backend == "ray":
+        request.getfixturevalue("ray_session")
+    settings: dict[str, Any] = {"num_workers": 4, "num_aggregators": 2}
+
+    def build() -> rxrl.Plan[Metrics]:
+        if algo == "impala":
+            return impala.plan(small_impala(**settings))
+        return appo.plan(small_appo(**settings))
+
+    shown = [line.lstrip("│├└─ ") for line in rxrl.show(build()).splitlines()]
+    assert "\n".join(shown[4:8]) == AGGREGATED_SHAPE  # the first sub-plan
+    assert shown[3] == "aggregate(batches_of_part(1, 2, ...), num_aggregators=2)  [×2 shards]"
+    records, events, trace = run(build(), backend, 6)
+    assert [r.env_steps_trained for r in records] == [32 * (i + 1) for i in range(6)]
+    learned = [e for e in events if "learn_on_fragments" in e.op]
+    assert len(learned) >= 6  # one call per batch of two fragments, not one per fragment
+    if backend != "ray":
+        assert all(len(e.item) == 2 and {t.shard // 2 for t in e.item} in ({0}, {1}) for e in learned)
+    else:
+        assert all(type(e.item).__name__ == "Ref" and e.item.local is None for e in learned)
+    replies = [e for e in events if "load_weights_if_sent" in e.op]
+    assert replies and all(e.shard == tag_of(e.item).shard for e in replies)
+    assert all(tag_of(e.item).value.weights is not None for e in replies)  # only replies with weights
+    if backend != "reference":
+        replayed = list(rxrl.run(build() | ops.take(6), "reference", schedule=trace))
+        for rerun, recorded in zip(replayed, records, strict=True):
+            a, b = deterministic_fields(rerun), deterministic_fields(recorded)
+            assert a.keys() == b.keys() and all(same(a[k], b[k]) for k in a), (a, b)
+
+
+def test_more_aggregators_than_workers_is_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match=r"IMPALA.num_aggregators \(3\) must not exceed num_workers \(2\)"):
+        small_impala(num_aggregators=3)

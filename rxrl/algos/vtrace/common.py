@@ -9,6 +9,18 @@ The plans (``impala.py``, ``appo.py``) read::
     | call(workers, load_weights_if_sent, max_in_flight=config.reply_queue)
     | flat_map(progress.observe_reply)                    # one Metrics record per update
 
+With ``num_aggregators = A > 0`` the workers are split among A aggregator actors
+(``ops.aggregate``), each gathering its part's fragments into lists of a batch's worth, so the
+driver handles one item per batch::
+
+    aggregate(from_actors(workers, RolloutWorker.sample_fragment),
+              part | gather(max_in_flight, tagged=True) | window(fragments_per_batch), A)
+    | gather()
+    | call(learner, learn_on_fragments(config), max_in_flight=2)   # a Reply per fragment
+    then, side by side (split):
+      flat_map(replies with weights) | call(workers, load_weights_if_sent)   # the senders due
+      flat_map(progress.observe_replies)                                      # the records
+
 Fragments go worker → learner as object refs on Ray (the driver reads only the tags); the
 learner buffers them into batches of ``train_batch_size`` rows, trains, and answers each
 fragment with a `Reply` that carries new weights when the sender is due some; the reply goes
@@ -18,6 +30,7 @@ reaches the driver.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -72,9 +85,16 @@ class VTraceSettings(RolloutSettings):
     train_batch_size: int = attrs.field(default=512, validator=int_at_least(1))
     broadcast_interval: int = attrs.field(default=1, validator=int_at_least(1))
     lr_decay_steps: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
+    #: aggregator actors, each gathering the fragments of its part of the workers into a
+    #: batch's worth (``ops.aggregate``), so that the driver handles one item per batch;
+    #: 0: none, the driver gathers every fragment
+    num_aggregators: int = attrs.field(default=0, validator=int_at_least(0))
 
     def __attrs_post_init__(self) -> None:
         name, learner = type(self).__name__, getattr(self, "learner", None)
+        if self.num_aggregators > self.num_workers:
+            raise ValueError(f"{name}.num_aggregators ({self.num_aggregators}) must not exceed "
+                             f"num_workers ({self.num_workers}): an aggregator needs workers")
         length = self.policy.sequence_length
         if self.policy.is_recurrent and length not in (None, self.fragment_length):
             raise ValueError(f"{name}.policy.sequence_length ({length}) must be unset or "
@@ -183,6 +203,10 @@ class VTraceProgress(Progress):
         self.observe_episodes(reply.episodes)
         return [] if reply.report is None else [self.observe_train(reply.report)]
 
+    def observe_replies(self, replies: list[Tagged[Reply]]) -> list[Metrics]:
+        """``observe_reply`` of each of an aggregated batch's replies, in order."""
+        return [m for reply in replies for m in self.observe_reply(reply.value)]
+
 
 
 def first_reply(replies: list[Tagged[Reply]]) -> Tagged[Reply]:
@@ -190,10 +214,61 @@ def first_reply(replies: list[Tagged[Reply]]) -> Tagged[Reply]:
     return replies[0]
 
 
+def first_replies(replies: list[list[Tagged[Reply]]]) -> list[Tagged[Reply]]:
+    """A learner group's answer to an aggregated batch: its first member's."""
+    return replies[0]
+
+
+def learn_on_fragments(config: VTraceSettings
+                       ) -> Callable[[VTraceLearner, list[Tagged[Fragment]]], list[Tagged[Reply]]]:
+    """``learn_on_batches`` for an aggregator's list of fragments: a reply to each, in order."""
+    learn = learn_on_batches(config)
+
+    def learn_on_fragments(learner: VTraceLearner, items: list[Tagged[Fragment]]) -> list[Tagged[Reply]]:
+        """Add each fragment (training on every full batch); a reply to each sender."""
+        return [learn(learner, item) for item in items]
+
+    return learn_on_fragments
+
+
+def with_weights(replies: list[Tagged[Reply]]) -> list[Tagged[Reply]]:
+    """The replies that carry weights (those go back to their senders)."""
+    return [r for r in replies if r.value.weights is not None]
+
+
+def batches_of_part(max_in_flight: int, fragments: int, part: rxrl.Shards[Fragment]
+                    ) -> rxrl.Plan[list[Tagged[Fragment]]]:
+    """An aggregator's sub-plan: its workers' fragments in completion order, tagged with their
+    worker, in lists of ``fragments`` (a train batch's worth)."""
+    return part | ops.gather(max_in_flight, tagged=True) | ops.window(fragments)
+
+
+def aggregated_plan(config: VTraceSettings, actors: Groups[Any]) -> rxrl.Plan[Metrics]:
+    """`asynchronous_plan` with ``num_aggregators`` aggregators between the workers and the
+    driver (see the module docstring): the same learner calls and replies, a batch at a time."""
+    workers, learner = actors.pair
+    progress = VTraceProgress(custom_names=episode_metric_names(config))
+    batches = ops.aggregate(rxrl.from_actors(workers, RolloutWorker.sample_fragment),
+                            functools.partial(batches_of_part, config.max_in_flight,
+                                              config.fragments_per_batch),
+                            num_aggregators=config.num_aggregators) | ops.gather()
+    learn = learn_on_fragments(config)
+    if learner.size > 1:  # a learner group: every member buffers every fragment, trains its share
+        replies = batches | ops.call_all(learner, learn, max_in_flight=2) | ops.map(first_replies)
+    else:
+        replies = batches | ops.call(learner, learn, max_in_flight=2)  # the next batch waiting
+    to_senders, to_records = ops.split(replies, 2)
+    loads = (to_senders | ops.flat_map(with_weights)                  # routed by the tag
+             | ops.call(workers, load_weights_if_sent, max_in_flight=config.reply_queue))
+    return ops.alongside(to_records | ops.flat_map(progress.observe_replies), loads)
+
+
 def asynchronous_plan(config: VTraceSettings, actors: Groups[Any]) -> rxrl.Plan[Metrics]:
     """IMPALA's dataflow, APPO's too: fragments in completion order to a pipelined learner, its
     reply (new weights, at most every ``broadcast_interval`` updates) to the sender only; one
     `Metrics` record per learner update, forever."""
+    if config.num_aggregators:
+        return aggregated_plan(config, actors)
     workers, learner = actors.pair
     progress = VTraceProgress(custom_names=episode_metric_names(config))
     fragments = (rxrl.from_actors(workers, RolloutWorker.sample_fragment)  # raw, behaviour log-probs
@@ -213,6 +288,6 @@ def asynchronous_plan(config: VTraceSettings, actors: Groups[Any]) -> rxrl.Plan[
     )
 
 
-__all__ = ["Reply", "VTraceProgress", "VTraceSettings", "asynchronous_plan", "first_reply",
-           "learn_on_batches", "load_weights_if_sent",
-           "vtrace_groups"]
+__all__ = ["Reply", "VTraceProgress", "VTraceSettings", "aggregated_plan", "asynchronous_plan",
+           "batches_of_part", "first_replies", "first_reply", "learn_on_batches", "learn_on_fragments",
+           "load_weights_if_sent", "vtrace_groups", "with_weights"]

@@ -366,3 +366,43 @@ def test_dqn_decays_its_learning_rate_over_twice_the_run_unless_told_otherwise()
     for bad in (0, -1.0, float("nan"), True):
         with pytest.raises(ValueError, match=r"^DQN.lr_decay must be a positive number, got "):
             dqn.DQN(lr_decay=bad)
+
+
+# -- Ape-X with aggregators (issue 25) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["reference", "rx", "ray"])
+@pytest.mark.timeout(180)
+def test_apex_with_aggregators_stores_a_list_per_driver_item_and_replays(
+        backend: str, request: pytest.FixtureRequest) -> None:
+    """``num_aggregators``: each aggregator gathers its part's samples into lists, a list is
+    stored at once, weights go to the workers due them only; a concurrent run replays."""
+    if backend == "ray":
+        request.getfixturevalue("ray_session")
+
+    def build() -> rxrl.Plan[Metrics]:
+        return apex.plan(small_apex(num_workers=4, num_aggregators=2, max_weight_sync_delay=20))
+
+    shown = rxrl.show(build())
+    assert "aggregate(samples_of_part(2, 2, ...), num_aggregators=2)" in shown
+    events: list[rxrl.Event] = []
+    keep = lambda e: events.append(e) if e.kind == "call" else None
+    schedule = rxrl.Schedule.random(3) if backend == "reference" else None
+    with rxrl.run(build() | ops.take(8), backend, on_event=keep, schedule=schedule) as run:
+        got = list(run)
+        trace = run.trace
+    stores = [e for e in events if ", store_samples" in e.op]
+    loads = [e for e in events if ", load_weights_if_sent" in e.op]
+    assert stores and (backend == "ray" or all(len(e.item) == 2 for e in stores))
+    tags = [e.item if isinstance(e.item, Tagged) else e.item.tag for e in loads]  # Ray: a Ref's tag
+    assert loads and all(t.shard == e.shard for t, e in zip(tags, loads, strict=True))
+    assert backend == "ray" or all(e.item.value is not None for e in loads)  # the due ones only
+    assert got[-1].env_steps_trained == 8 * 2 * 2 * 16
+    if backend != "reference":
+        replayed, _ = records(build(), 8, schedule=trace)
+        assert identical(replayed, [deterministic_fields(m) for m in got])
+
+
+def test_apex_refuses_more_aggregators_than_workers() -> None:
+    with pytest.raises(ValueError, match=r"ApeX.num_aggregators \(3\) must not exceed num_workers \(2\)"):
+        small_apex(num_aggregators=3)

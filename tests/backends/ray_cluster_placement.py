@@ -3,8 +3,9 @@ where rxrl's placements put a group's actors on it.
 
 The head has no CPU for actors; nodes ``a`` and ``b`` (labels ``zone=a`` / ``zone=b``) have
 two each. Prints one JSON line: the node (by zone) of every actor of each placement, PPO's and
-IMPALA's workers and learner placed by their settings after two training iterations, and the
-one-line error of a label no node has.
+IMPALA's workers and learner placed by their settings after two training iterations, the
+node of each aggregator of an ``ops.aggregate`` and of its part's actors, and the one-line error
+of a label no node has.
 """
 
 from __future__ import annotations
@@ -50,6 +51,22 @@ def placed_on(placement: str, size: int) -> list[str]:
     return [z[n] for n in nodes]
 
 
+def here(nodes: list[str]) -> tuple[str, list[str]]:
+    """In a sub-plan: the node its aggregator runs on, and its part's actors' nodes."""
+    return str(ray.get_runtime_context().get_node_id()), nodes
+
+
+def aggregated_on() -> list[dict[str, Any]]:
+    """Per aggregator of 4 spread actors in 2 parts: its zone and its actors' zones."""
+    group = rxrl.indexed_actors(Where, 4).with_options(num_cpus=1).placed("spread")
+    agg = ops.aggregate(rxrl.from_actors(group, Where.node),
+                        lambda part: part | ops.barrier() | ops.map(here), num_aggregators=2)
+    with rxrl.run(agg | ops.barrier() | ops.take(1), "ray", timeout_s=60, start_timeout_s=60) as run:
+        (parts,) = list(run)
+    z = zones()
+    return [{"aggregator": z[a], "workers": [z[n] for n in nodes]} for a, nodes in parts]
+
+
 def trained_on(algo_name: str, settings: dict[str, Any]) -> dict[str, list[str]]:
     algo = get(algo_name)
     config = with_settings(algo.config(), settings)
@@ -73,6 +90,7 @@ def main() -> None:
             "pack": placed_on("pack", 2),
             "spread": placed_on("spread", 2),
             "zone_b": placed_on("zone=b", 2),
+            "aggregated": aggregated_on(),
         }
         try:
             group = rxrl.indexed_actors(Where, 1).placed("zone=nowhere")

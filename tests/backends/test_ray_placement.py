@@ -3,8 +3,9 @@
 The cluster test runs ``ray_cluster_placement.py`` in a subprocess (3 nodes on this machine,
 ``ray.cluster_utils``; the session's Ray stays up). Law: ``pack`` puts a group on one node,
 ``spread`` on as many as it has actors (when the cluster has that many), node labels on
-matching nodes only; PPO's and IMPALA's workers and learners go where their settings say; a
-label no node has is a timeout naming the actor and its placement, not a hang.
+matching nodes only; an aggregator beside its part's first actor; PPO's and IMPALA's workers
+and learners go where their settings say; a label no node has is a timeout naming the actor
+and its placement, not a hang.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def test_placements_on_a_three_node_cluster() -> None:
     assert len(set(r["pack"])) == 1 and "head" not in r["pack"]
     assert sorted(r["spread"]) == ["a", "b"]
     assert r["zone_b"] == ["b", "b"]
+    for part in r["aggregated"]:  # an aggregator runs beside its part's first actor
+        assert part["aggregator"] == part["workers"][0] != "head", r
+    assert sorted(z for part in r["aggregated"] for z in part["workers"]) == ["a", "a", "b", "b"]
     assert "Where[0]" in r["nowhere"] and "'zone': 'nowhere'" in r["nowhere"]
     for algo in ("ppo", "impala"):
         assert sorted(r[algo]["workers"]) == ["a", "b"], r

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -9,6 +11,7 @@ import attrs
 
 import rxrl
 from rxrl import ops
+from rxrl.actors import Tagged
 from rxrl.algos.common import Start, episode_metric_names, float_in, instance_of, int_at_least
 from rxrl.algos.qlearning import dqn
 from rxrl.algos.qlearning.common import (
@@ -24,15 +27,17 @@ from rxrl.algos.qlearning.common import (
 )
 from rxrl.algos.qlearning.steps import (
     QProgress,
+    is_due,
     load_weights_if_sent,
     sample_batches,
     store_sample,
+    store_samples,
     train_on_sample,
     update_priorities,
     weights_if_due,
 )
 from rxrl.algos.spec import Algorithm
-from rxrl.rl import DQNConfig, Metrics, QRolloutWorker, ReplayConfig, apex_epsilon
+from rxrl.rl import DQNConfig, Metrics, QRolloutWorker, ReplayConfig, TransitionBatch, apex_epsilon
 
 #: The learner settings `ApeX` starts from: DQN's (`rxrl.algos.qlearning.dqn.LEARNER`: the target net
 #: copied every 50 optimizer steps) with prioritized replay (alpha 0.6, beta 0.4, as in the
@@ -54,9 +59,17 @@ class ApeX(QSettings):
     priorities go back to that shard. ``calls_per_sample`` learner calls per sample keep the
     training intensity. A record is reported every ``report_every`` learner calls, with the
     episodes of the workers of the lowest epsilon. ``learner.epsilon_*`` do not apply.
+
+    With ``num_aggregators`` A > 0, A aggregator actors (``ops.aggregate``) gather the samples
+    of their part of the workers into lists of one sample per worker of the part, and a list is
+    stored in a shard at once; only the workers due new weights are then called (the driver
+    handles ``1 / (workers per part)`` of the gathers and stores it did, and as many weight
+    syncs as before).
     """
 
     num_shards: int = attrs.field(default=2, validator=int_at_least(1))
+    #: aggregator actors between the workers and the driver (0: none), see above
+    num_aggregators: int = attrs.field(default=0, validator=int_at_least(0))
     max_in_flight: int = attrs.field(default=2, validator=int_at_least(1))
     max_weight_sync_delay: int = attrs.field(default=1, validator=int_at_least(1))
     updates_per_call: int = attrs.field(default=4, validator=int_at_least(1))
@@ -67,6 +80,9 @@ class ApeX(QSettings):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
+        if self.num_aggregators > self.num_workers:
+            raise ValueError(f"ApeX.num_aggregators ({self.num_aggregators}) must not exceed "
+                             f"num_workers ({self.num_workers}): an aggregator needs workers")
         if self.learner.num_learners != 1:
             raise ValueError("ApeX.learner.num_learners must be 1: Ape-X trains with one learner "
                              "(learner groups: ppo, impala, appo, dqn)")
@@ -103,13 +119,17 @@ def plan(config: ApeX, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:
     g = actors or groups(config)
     progress = QProgress(config.num_workers, config.reporting, config.max_weight_sync_delay,
                          config.report_every, episode_metric_names(config))
-    store = (rxrl.from_actors(g.workers, QRolloutWorker.sample)   # epsilon-greedy, each its own
-             | ops.gather(config.max_in_flight, tagged=True)      # completion order, tagged with the worker
-             | ops.call(g.replay, store_sample)                   # shards in turn; the worker's tag kept
-             | ops.map(progress.observe_stored)                   # env steps, episodes; weights due?
-             | ops.call(g.learner, weights_if_due, max_in_flight=config.reply_queue)
-             | ops.call(g.workers, load_weights_if_sent,          # routed by the tag: the sender only
-                        max_in_flight=config.reply_queue))
+    store: rxrl.Plan[object]  # a side flow: its items count, not what they are
+    if config.num_aggregators:
+        store = aggregated_store(config, g, progress)
+    else:
+        store = (rxrl.from_actors(g.workers, QRolloutWorker.sample)   # epsilon-greedy, each its own
+                 | ops.gather(config.max_in_flight, tagged=True)  # completion order, tagged with the worker
+                 | ops.call(g.replay, store_sample)               # shards in turn; the worker's tag kept
+                 | ops.map(progress.observe_stored)               # env steps, episodes; weights due?
+                 | ops.call(g.learner, weights_if_due, max_in_flight=config.reply_queue)
+                 | ops.call(g.workers, load_weights_if_sent,      # routed by the tag: the sender only
+                            max_in_flight=config.reply_queue))
     train = (rxrl.from_actors(g.replay, sample_batches(config.updates_per_call))  # or NOT_READY
              | ops.gather(tagged=True)                            # completion order, tagged with the shard
              | ops.call(g.learner, train_on_sample,               # pipelined: the next call waits
@@ -120,11 +140,35 @@ def plan(config: ApeX, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:
             | ops.flat_map(progress.report))
 
 
+def samples_of_part(max_in_flight: int, count: int, part: rxrl.Shards[TransitionBatch]
+                    ) -> rxrl.Plan[list[Tagged[TransitionBatch]]]:
+    """An aggregator's sub-plan: its workers' samples in completion order, tagged with their
+    worker, in lists of ``count``."""
+    return part | ops.gather(max_in_flight, tagged=True) | ops.window(count)
+
+
+def aggregated_store(config: ApeX, g: DQNGroups, progress: QProgress) -> rxrl.Plan[Tagged[bool]]:
+    """The store flow through ``num_aggregators`` aggregators: a list of samples per store
+    call; the weights go to the workers due them (one item per sample, for the intensity)."""
+    per_part = math.ceil(config.num_workers / config.num_aggregators)
+    stored = (ops.aggregate(rxrl.from_actors(g.workers, QRolloutWorker.sample),
+                            functools.partial(samples_of_part, config.max_in_flight, per_part),
+                            num_aggregators=config.num_aggregators)
+              | ops.gather()
+              | ops.call(g.replay, store_samples)                # a list at a time, shards in turn
+              | ops.flat_map(progress.observe_stored_each))      # per sample: its worker due weights?
+    counted, synced = ops.split(stored, 2)
+    sync: rxrl.Plan[bool] = (synced | ops.filter(is_due)
+            | ops.call(g.learner, weights_if_due, max_in_flight=config.reply_queue)
+            | ops.call(g.workers, load_weights_if_sent, max_in_flight=config.reply_queue))
+    return ops.alongside(counted, sync)
+
+
 #: Settings that learn faster than the defaults on particular envs (``rxrl train`` applies
 #: them for that env; ``--set`` overrides them).
 TUNED: Mapping[str, Mapping[str, Any]] = {}
 
-__all__ = ["SPEC", "LEARNER", "TUNED", "ApeX", "groups", "plan"]
+__all__ = ["SPEC", "LEARNER", "TUNED", "ApeX", "aggregated_store", "groups", "plan", "samples_of_part"]
 
 #: what the registry reads (`rxrl.algos.ALGORITHMS`)
 SPEC = Algorithm("apex", ApeX, plan, cast(Any, groups), 200_000, TUNED,

@@ -49,6 +49,11 @@ def store_sample(shard: ReplayShard, item: Tagged[TransitionBatch]) -> Tagged[St
     return item.with_value(Stored.of([item.value]))
 
 
+def store_samples(shard: ReplayShard, items: list[Tagged[TransitionBatch]]) -> list[Tagged[Stored]]:
+    """On a replay shard: ``store_sample`` each sample of an aggregator's list, in order."""
+    return [store_sample(shard, item) for item in items]
+
+
 def sample_batches(count: int) -> Callable[[ReplayShard], list[TransitionBatch] | NotReady]:
     """The replay side: ``count`` batches per request, or ``NOT_READY`` below ``learning_starts``."""
 
@@ -149,6 +154,11 @@ def set_q_weights(worker: TransitionWorker, trained: QTrained) -> None:
     worker.set_weights({k: np.array(v) for k, v in trained.weights.items()})
 
 
+def is_due(item: Tagged[bool]) -> bool:
+    """Whether the worker of the tag is due new weights."""
+    return item.value
+
+
 def weights_if_due(learner: TransitionLearner, item: Tagged[bool]) -> Tagged[Weights | None]:
     """On the learner: its current weights for the worker of the tag, if that one is due."""
     return item.with_value(learner.get_weights() if item.value else None)
@@ -198,6 +208,10 @@ class QProgress(Progress):
         if due:
             self.since_sync[worker] = 0
         return item.with_value(due)
+
+    def observe_stored_each(self, items: list[Tagged[Stored]]) -> list[Tagged[bool]]:
+        """``observe_stored`` of each sample of an aggregator's list, in order."""
+        return [self.observe_stored(item) for item in items]
 
     def report(self, train: TrainMetrics) -> list[Metrics]:
         """A record every ``report_every`` learner calls (with the latest call's report)."""

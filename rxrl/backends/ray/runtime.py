@@ -315,8 +315,9 @@ class RayRuntime(Runtime):
             spec = AggregatorSpec(target.index, target.where, plan, steps, parts, self.options)
             options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0,
                                        "name": f"rxrl:{self.run_id}:aggregator[{target.index}]"}
-            if node_id is not None:  # beside its actors (soft: anywhere if that node is full)
-                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
+            if node_id is not None:  # beside its actors (a soft affinity was seen to pick the
+                # head node when the affinity's node had room; it takes no CPU, so it fits)
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
             try:
                 target.handle = AggregatorActor.options(**options).remote(spec)
             except Exception as e:

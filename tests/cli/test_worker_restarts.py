@@ -113,3 +113,42 @@ def test_a_resumed_dqn_run_survives_kill_9_of_a_rollout_worker(tmp_path: Path) -
     assert all(g == 0 or 16 < g <= 32 for g in grew), sorted(set(grew))
     assert sum(g > 0 for g in grew) >= (4_000 - 1_200) // 32
 
+
+
+#: IMPALA through 2 aggregators: 4 workers × 2 envs × 32 steps, a batch of two fragments
+AGGREGATED = ["--set", "num_workers=4", "--set", "num_aggregators=2", "--set", "num_envs_per_worker=2",
+              "--set", "fragment_length=32", "--set", "train_batch_size=128",
+              "--set", "learner.minibatch_size=64"]
+
+
+@pytest.mark.timeout(400)
+def test_an_aggregated_impala_run_survives_kill_9_of_a_rollout_worker(tmp_path: Path) -> None:
+    """Issue 25: the killed worker's aggregator recovers it (and the driver, for what it sent
+    through the aggregator); every record trains one more batch, none lost or counted twice."""
+    out, pids = tmp_path / "run", tmp_path / "pids"
+    pids.mkdir()
+    code, stderr = run_and_kill_a_worker(
+        ["train", "impala", "--env", "tests.cli.pid_env:PidCartPole-v0", "--steps", "40000",
+         "--out", out, *AGGREGATED], out, pids, 3)
+    assert code == 0, stderr
+    assert len(list(pids.iterdir())) >= 5, "no rollout worker process was started again"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["env_steps_sampled"] >= 40_000
+    rows = metrics_rows(out)
+    assert [int(r["iteration"]) for r in rows] == list(range(1, len(rows) + 1))
+    assert [int(r["env_steps_trained"]) for r in rows] == [128 * i for i in range(1, len(rows) + 1)]
+
+
+@pytest.mark.timeout(400)
+def test_without_restarts_an_aggregated_run_ends_with_one_line_naming_the_killed_worker(
+        tmp_path: Path) -> None:
+    out, pids = tmp_path / "run", tmp_path / "pids"
+    pids.mkdir()
+    code, stderr = run_and_kill_a_worker(
+        ["train", "impala", "--env", "tests.cli.pid_env:PidCartPole-v0", "--steps", "40000",
+         "--out", out, *AGGREGATED, "--worker-restarts", "0"], out, pids, 3)
+    assert code == 1, stderr
+    error = stderr.strip().splitlines()[-1]
+    assert re.match(r"rxrl train: error: actor RolloutWorker\[[0-3]\] \(group built at ", error), error
+    assert error.endswith("no restarts were allowed (--worker-restarts N restarts rollout workers)")
+    assert json.loads((out / "summary.json").read_text())["status"] == "failed"

@@ -22,7 +22,17 @@ from rxrl import graph as g
 from rxrl.actors import ActorGroup
 from rxrl.backends.engine.lowering import Steps, driver
 from rxrl.backends.engine.stream import Request, Shard, Stream
-from rxrl.backends.ray.host import END, NOT_READY, Chain, Failure, Header, failure_of, portable, status_of
+from rxrl.backends.ray.host import (
+    END,
+    NOT_READY,
+    Chain,
+    Failure,
+    Header,
+    failure_of,
+    portable,
+    status_of,
+    unpack,
+)
 from rxrl.backends.ray.members import GroupState, Handle, LocalShard, Member, Pending, RayRequest, Target
 from rxrl.backends.ray.runtime import Options, RayRuntime, ship
 from rxrl.compile import Compiled, Step, lower
@@ -167,7 +177,10 @@ class Aggregator:
         member = state.members[index]
         self.rt.count_effect(state.group, index)
         handle = member.handle
-        if effect:
+        if effect:  # kept, as the driver keeps it: a restarted actor gets it again first
+            fn_id, shape, shard, group = unpack(header)
+            state.latest[fn_id] = (shape, shard, group, values)
+            state.latest.move_to_end(fn_id)
             return handle.effect.remote(header, *values), None
         if both:
             return handle.apply_both.remote(header, *values), None

@@ -303,12 +303,10 @@ class RayRuntime(Runtime):
                 if not owned:
                     continue
                 group = state.group
-                if group.driver_hosted or group.options.get("max_restarts", 0):
-                    what = "hosted on the driver" if group.driver_hosted else "restarted by Ray"
+                if group.driver_hosted:
                     raise PlanError(repr(group), group.site,
-                                    f"its actors are {what}, and an aggregator cannot pull those "
-                                    "(a restarted actor's aggregator does not know it restarted)",
-                                    "aggregate a group of plain Ray actors, or drop the aggregate")
+                                    "its actors are hosted on the driver, and an aggregator cannot "
+                                    "reach those", "aggregate a group of Ray actors, or drop on_driver()")
                 handles = {i: state.members[i].handle for i in owned}
                 node_id = node_id or state.members[owned[0]].node_id
                 parts[key] = Part(group, state.chains, dict(state.effects), handles)

@@ -66,3 +66,15 @@ flat_minibatch = sequence_rounds | ops.map(lambda b: b[0]) | ops.call(ppo_learne
 group_rounds = flat_rounds | ops.call_all(ppo_learner, train_on_fragments)
 group_as_one = group_rounds | ops.map(lambda t: t.weights)  # E: "list[Trained]" has no attribute "weights"
 group_of_sequences = sequence_rounds | ops.call_all(ppo_learner, train_on_fragments)  # E: expected "Callable[[PPOLearner, list[SequenceBatch]], Trained]"
+
+# ---- aggregators (issue 25): a sub-plan is typed from its part to its output
+def concat(part: rxrl.Shards[list[float]]) -> rxrl.Plan[list[list[float]]]:
+    return part | ops.gather() | ops.window(2)
+
+
+aggregated = ops.aggregate(shards, concat, num_aggregators=2)
+aggregated_as_floats = aggregated | ops.gather() | ops.map(lambda b: b + 1.0)  # E: No overload variant of "__add__" of "list" matches argument type "float"
+aggregate_a_plan = ops.aggregate(plan, concat, num_aggregators=2)  # E: Argument 1 to "aggregate" has incompatible type "Plan[list[list[float]]]"
+body_of_strings = ops.aggregate(rxrl.from_iterables([["a"]]), concat, num_aggregators=1)  # E: Argument 2 to "aggregate" has incompatible type
+body_without_a_plan = ops.aggregate(shards, lambda part: part, num_aggregators=2)  # E: Incompatible return value type
+subset_then_driver_op = shards.subset([0]) | ops.broadcast(good, lambda w, x: None)  # E: No overload variant of "__or__" of "Shards"

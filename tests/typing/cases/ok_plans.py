@@ -125,3 +125,14 @@ def first_of(results: list[int]) -> int:
 
 members = rxrl.indexed_actors(lambda i: i, 2)
 grouped: rxrl.Plan[int] = rxrl.from_iterable([1, 2]) | ops.call_all(members, lambda m, x: m + x, max_in_flight=2) | ops.map(first_of)
+
+
+# ---- aggregators (issue 25): sub-plans over parts of a Shards, then collected as shards
+def part_totals(part: rxrl.Shards[int]) -> rxrl.Plan[int]:
+    return part | ops.barrier() | ops.map(sum)
+
+
+counts = rxrl.from_iterables([[1, 2], [3], [4]])
+assert_type(ops.aggregate(counts, part_totals, num_aggregators=2), rxrl.Shards[int])
+assert_type(ops.aggregate(counts.subset([2, 0]), part_totals, num_aggregators=1) | ops.gather(tagged=True),
+            rxrl.Plan[rxrl.Tagged[int]])

@@ -257,10 +257,14 @@ def aggregated_plan(config: VTraceSettings, actors: Groups[Any]) -> rxrl.Plan[Me
         replies = batches | ops.call_all(learner, learn, max_in_flight=2) | ops.map(first_replies)
     else:
         replies = batches | ops.call(learner, learn, max_in_flight=2)  # the next batch waiting
-    to_senders, to_records = ops.split(replies, 2)
+    # the loads keep pace with the records: a batch's records are one item, its loads up to
+    # one per fragment; were the loads branch to lag (up to a split's max_lag batches), the
+    # workers would get their weights that many updates late
+    to_senders, to_records = ops.split(replies, 2, max_lag=2)
     loads = (to_senders | ops.flat_map(with_weights)                  # routed by the tag
              | ops.call(workers, load_weights_if_sent, max_in_flight=config.reply_queue))
-    return ops.alongside(to_records | ops.flat_map(progress.observe_replies), loads)
+    return ops.alongside(to_records | ops.flat_map(progress.observe_replies), loads,
+                         weights=[1, config.fragments_per_batch])
 
 
 def asynchronous_plan(config: VTraceSettings, actors: Groups[Any]) -> rxrl.Plan[Metrics]:

@@ -200,3 +200,12 @@ def test_a_subset_of_aggregated_shards_is_refused_when_the_plan_is_compiled() ->
     agg = ops.aggregate(shards4, gathered, num_aggregators=2).subset([0])
     with pytest.raises(rxrl.PlanError, match="a subset of aggregated shards"):
         list(rxrl.run(agg | ops.gather()))
+
+
+def test_two_aggregates_in_one_plan_each_run_their_own_aggregators(backend: str) -> None:
+    def sums(part: rxrl.Shards[int]) -> rxrl.Plan[int]:
+        return part | ops.barrier() | ops.map(sum)
+
+    a = ops.aggregate(rxrl.from_iterables([[1], [2]]), sums, num_aggregators=2) | ops.barrier()
+    b = ops.aggregate(rxrl.from_iterables([[10], [20]]), sums, num_aggregators=2) | ops.barrier()
+    assert collect(ops.zip(a, b), backend) == [([1, 2], [10, 20])]

@@ -200,8 +200,9 @@ AggregatorActor = ray.remote(Aggregator)
 class AggTarget(Target):
     """The driver's view of one aggregator."""
 
-    def __init__(self, index: int, where: str) -> None:
-        self.index, self.where = index, where
+    def __init__(self, index: int, where: str, key: int) -> None:
+        #: its index in its aggregate; its key among the run's aggregators (its actor's name)
+        self.index, self.where, self.key = index, where, key
         self.handle: Handle = None
         #: pulls submitted and not yet read (their choices are recorded when read)
         self.outstanding: dict[int, RayRequest] = {}

@@ -120,6 +120,11 @@ def _pg_strategy(strategy: str, size: int, bundle: Mapping[str, float]) -> str:
     return "STRICT_SPREAD" if sum(r >= 1 for r in room) >= size else "SPREAD"
 
 
+def source_site(plan: Step) -> str:
+    """Where the sub-plan ending in ``plan`` was built (its last operator's call site)."""
+    return plan.node.site
+
+
 def creation_failure(where: str, site: str, e: RayError) -> ActorError:
     """The error of an actor Ray could not create: in one line if the workers could not
     import the module its class or functions come from, with how to ship it."""
@@ -204,8 +209,8 @@ class RayRuntime(Runtime):
         source = node.source
         assert isinstance(source, g.Aggregate)
         shards: list[Shard] = []
-        for i, plan in enumerate(plans):
-            target = AggTarget(i, f"aggregator {i} of {source.label}")
+        for i, plan in enumerate(plans):  # the key: unique among the run's aggregators
+            target = AggTarget(i, f"aggregator {i} of {source.label} (#{nid})", len(self.aggregators))
             self._register_sub_plan(plan, target)
             self.aggregators.append((target, plan, tuple(ship(step) for _, step in node.steps)))
             shards.append(AggShard(self, node, target, i))
@@ -312,17 +317,17 @@ class RayRuntime(Runtime):
                 parts[key] = Part(group, state.chains, dict(state.effects), handles)
             spec = AggregatorSpec(target.index, target.where, plan, steps, parts, self.options)
             options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0,
-                                       "name": f"rxrl:{self.run_id}:aggregator[{target.index}]"}
+                                       "name": f"rxrl:{self.run_id}:aggregator[{target.key}]"}
             if node_id is not None:  # beside its actors (a soft affinity was seen to pick the
                 # head node when the affinity's node had room; it takes no CPU, so it fits)
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
             try:
                 target.handle = AggregatorActor.options(**options).remote(spec)
-            except Exception as e:
-                raise PlanError(target.where, "", f"its sub-plan cannot be sent to a Ray actor: "
+            except Exception as e:  # pickling the sub-plan, mostly
+                raise PlanError(target.where, source_site(plan), f"creating its actor failed: "
                                 f"{type(e).__name__}: {e}",
-                                "use module-level classes and functions, or closures over "
-                                "picklable values") from e
+                                "a sub-plan is sent to its actor: use module-level classes and "
+                                "functions, or closures over picklable values") from e
             self.created.append(target.handle)
             made.append((target, target.handle.ready.remote()))
         ready, _ = ray.wait([ref for _, ref in made], num_returns=len(made),

@@ -159,8 +159,8 @@ from_actors(RolloutWorker×4, RolloutWorker.sample_fragment)  [×4 shards]
 | window(2)"""
 
 
-@pytest.mark.parametrize("backend", ["reference", "rx", "ray"])
-@pytest.mark.parametrize("algo", ["impala", "appo"])
+@pytest.mark.parametrize(("algo", "backend"), [("impala", "reference"), ("impala", "rx"),
+                                               ("impala", "ray"), ("appo", "reference")])
 @pytest.mark.timeout(180)
 def test_with_aggregators_the_driver_handles_one_item_per_batch(
         algo: str, backend: str, request: pytest.FixtureRequest) -> None:

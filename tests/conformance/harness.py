@@ -272,7 +272,7 @@ def shard_plans(draw: st.DrawFn) -> rxrl.Plan[int]:
         n = shards.num_shards
         shards = shards.subset(draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True)))
     shards = _apply(shards, draw(local_ops()))
-    if (group is None or not group.driver_hosted) and draw(st.integers(0, 2)) == 0:
+    if (group is None or not group.driver_hosted) and draw(st.integers(0, 4)) == 0:
         body = draw(sub_plans(group))
         shards = ops.aggregate(shards, body, num_aggregators=draw(st.integers(1, shards.num_shards)))
         shards = _apply(shards, draw(local_ops()))

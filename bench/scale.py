@@ -140,6 +140,8 @@ class Stopwatch:
 
     def __init__(self, s: Settings) -> None:
         self.s = s
+        #: the driver process's CPU seconds in the last timed window (all its threads)
+        self.cpu_s = 0.0
 
     def run(self, pulls: Iterator[int]) -> tuple[int, float]:
         """Consume ``pulls`` (each yields how many items it delivered); (items, seconds) timed."""
@@ -147,11 +149,12 @@ class Stopwatch:
         for _ in pulls:
             if time.perf_counter() - start >= self.s.warmup_s:
                 break
-        items, start = 0, time.perf_counter()
+        items, start, cpu = 0, time.perf_counter(), time.process_time()
         for made in pulls:
             items += made
             elapsed = time.perf_counter() - start
             if (items >= self.s.items) if self.s.items is not None else (elapsed >= self.s.seconds):
+                self.cpu_s = time.process_time() - cpu
                 return items, elapsed
         raise RuntimeError("the stream ended during a measurement")
 
@@ -345,6 +348,7 @@ def measure_case(shape: str, n: int, actors: HandActors, s: Settings, repeats: i
     """``repeats`` measurements of every system on one (shape, N), order alternating."""
     sides: dict[str, Side] = {}
     rates: dict[str, list[float]] = {name: [] for name in SYSTEMS}
+    cpu_ms: dict[str, list[float]] = {name: [] for name in SYSTEMS}  # driver CPU per item
     startup: dict[str, float] = {}
     try:
         for name, make in SYSTEMS.items():
@@ -355,6 +359,9 @@ def measure_case(shape: str, n: int, actors: HandActors, s: Settings, repeats: i
             for name in (names if r % 2 == 0 else names[::-1]):
                 items, seconds = sides[name].measure()
                 rates[name].append(items / seconds)
+                watch = getattr(sides[name], "watch", None)
+                if watch is not None:
+                    cpu_ms[name].append(1000 * watch.cpu_s / max(items, 1))
     finally:
         for side in sides.values():
             side.close()
@@ -364,6 +371,7 @@ def measure_case(shape: str, n: int, actors: HandActors, s: Settings, repeats: i
         "shape": shape, "n": n, "ideal": ideal, "rates": rates,
         "median": {name: statistics.median(rs) for name, rs in rates.items()},
         "ratios": ratios, "median_ratio": statistics.median(ratios),
+        "driver_cpu_ms_per_item": {name: statistics.median(xs) for name, xs in cpu_ms.items() if xs},
         "of_ideal": {name: statistics.median(rs) / ideal for name, rs in rates.items()},
         "startup_s": startup, "loadavg_1m": os.getloadavg()[0],
     }
@@ -403,9 +411,14 @@ def summary(cases: list[dict[str, Any]], gain: float) -> dict[str, Any]:
     if "rxrl+agg" in SYSTEMS:
         for shape in per_shape:
             last = max((c for c in cases if c["shape"] == shape), key=lambda c: c["n"])
+            cpu = last.get("driver_cpu_ms_per_item", {})
             against[shape] = {"n": last["n"], "with_aggregators": last["median"]["rxrl+agg"],
                               "driver_ceiling": per_shape[shape]["rxrl"]["ceiling"],
-                              "ratio": last["median"]["rxrl+agg"] / per_shape[shape]["rxrl"]["ceiling"]}
+                              "ratio": last["median"]["rxrl+agg"] / per_shape[shape]["rxrl"]["ceiling"],
+                              # what one driver core could coordinate: 1000 / its CPU ms per item
+                              "driver_cpu_ms_per_item": cpu,
+                              "driver_cpu_ratio": (cpu["rxrl"] / cpu["rxrl+agg"]
+                                                   if cpu.get("rxrl+agg") else None)}
     return {
         "ceilings": per_shape,
         "driver_ceiling": {name: max(c[name]["ceiling"] for c in per_shape.values())
@@ -449,8 +462,12 @@ def markdown(cases: list[dict[str, Any]], summ: dict[str, Any], s: Settings, rep
                          f"| {c['of_ideal_at_max_n']:.2f} | {gain_text(c['last_gain'])} "
                          f"| {'yes' if c['reached'] else 'no'} |")
     for shape, a in (summ.get("aggregator_vs_driver") or {}).items():
+        cpu = a["driver_cpu_ms_per_item"]
         lines.append(f"\nWith aggregators, {shape} at N = {a['n']}: {a['with_aggregators']:.0f} items/s, "
-                     f"**{a['ratio']:.2f}x** the single driver's ceiling ({a['driver_ceiling']:.0f})")
+                     f"**{a['ratio']:.2f}x** the single driver's ceiling ({a['driver_ceiling']:.0f}); "
+                     f"the driver's CPU per item: {cpu.get('rxrl', 0):.3f} ms alone, "
+                     f"{cpu.get('rxrl+agg', 0):.3f} ms with aggregators "
+                     f"({gain_text(a['driver_cpu_ratio'])}x less)")
     return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 import ray
-from ray.exceptions import GetTimeoutError, RayError
+from ray.exceptions import RayActorError
 
 from rxrl import graph as g
 from rxrl.actors import ActorGroup
@@ -239,12 +239,10 @@ class AggRequest(RayRequest):
         if self._status is not None:
             return self._status
         try:
-            with self.rt.report.waiting(self.target.where):
-                got = ray.get(self.p.status, timeout=self.rt.options.timeout_s)
-        except GetTimeoutError as e:
-            raise self.rt.timeout(self.node, self.target.where) from e
-        except RayError as e:
-            raise ActorError(f"{self.target.where} failed while running {self.node.describe()}: {e}") from e
+            got = self.fetch()
+        except RayActorError as e:  # an aggregator is not restarted: this raises
+            self.target.recover(self, self.node, e)
+            raise
         self._seen()
         status, choices = got
         recorder = self.rt.report.recorder

@@ -131,25 +131,32 @@ class RayRequest(Request):
         self.p = self.send()
         self.rt.running[id(self)] = self
 
+    def fetch(self) -> Any:
+        """The reply's status object, within the run's deadline; a dead actor's
+        ``RayActorError`` passes (the caller recovers it), Ray's other errors are ActorErrors."""
+        try:
+            if self.rt.report.on_event is None:
+                return ray.get(self.p.status, timeout=self.rt.options.timeout_s)
+            with self.rt.report.waiting(self.target.where):
+                return ray.get(self.p.status, timeout=self.rt.options.timeout_s)
+        except GetTimeoutError as e:
+            raise self.rt.timeout(self.node, self.target.where) from e
+        except RayActorError:
+            raise
+        except RayError as e:
+            raise ActorError(f"{self.target.where} failed while running "
+                             f"{self.node.describe()}: {e}") from e
+
     def status(self) -> Any:
         """The reply's status, recovering the actor (and waiting again) if it had died."""
         while True:
             if self.p.local is not None:
                 return self.p.local[0]
             try:
-                if self.rt.report.on_event is None:
-                    status = ray.get(self.p.status, timeout=self.rt.options.timeout_s)
-                else:
-                    with self.rt.report.waiting(self.target.where):
-                        status = ray.get(self.p.status, timeout=self.rt.options.timeout_s)
-            except GetTimeoutError as e:
-                raise self.rt.timeout(self.node, self.target.where) from e
+                status = self.fetch()
             except RayActorError as e:
                 self.target.recover(self, self.node, e)
                 continue
-            except RayError as e:
-                raise ActorError(f"{self.target.where} failed while running "
-                                 f"{self.node.describe()}: {e}") from e
             self._seen()
             if self.p.relayed:  # the aggregator sent it on: now wait for the actor's reply
                 self.p = Pending(status[0], status[1], self.p.epoch, both=self.p.both)

@@ -29,7 +29,8 @@ own peak).
 
 Systems (``--systems``): ``rxrl-ppo`` and ``rxrl-dqn`` are ``rxrl train ppo|dqn --env
 CartPole-v1 --steps N --seed S --out DIR`` as a user types it (default Ray backend, 2 rollout
-workers, checkpoints and loggers as by default); ``cleanrl-ppo`` (bench/cleanrl_ppo.py),
+workers, checkpoints and loggers as by default); ``rxrl-dqn-driver`` the DQN command with
+``--set learner_placement=driver`` (the learner in the driver's process); ``cleanrl-ppo`` (bench/cleanrl_ppo.py),
 ``sb3-ppo`` (bench/peer_sb3.py), ``cleanrl-dqn`` (bench/peer_cleanrl_dqn.py: bench/cleanrl_dqn.py
 with the matched settings) and ``sb3-dqn`` (bench/peer_sb3_dqn.py) sample 2 x 8 (PPO) or 2 x 1
 (DQN) envs in one process. Every system trains the same env-step budget (``--budget-steps``;
@@ -98,7 +99,9 @@ def systems(budget_steps: int, seed: int, workdir: Path, workers: int = 2,
 
     return {"rxrl-ppo": train("ppo"), "cleanrl-ppo": [py, str(BENCH / "cleanrl_ppo.py"), *steps],
             "sb3-ppo": [py, str(BENCH / "peer_sb3.py"), *steps],
-            "rxrl-dqn": train("dqn"), "cleanrl-dqn": [py, str(BENCH / "peer_cleanrl_dqn.py"), *steps],
+            "rxrl-dqn": train("dqn"),
+            "rxrl-dqn-driver": [*train("dqn"), "--set", "learner_placement=driver"],
+            "cleanrl-dqn": [py, str(BENCH / "peer_cleanrl_dqn.py"), *steps],
             "sb3-dqn": [py, str(BENCH / "peer_sb3_dqn.py"), *steps]}
 
 

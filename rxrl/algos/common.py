@@ -224,6 +224,19 @@ def placed(group: ActorGroup[A], placement: str) -> ActorGroup[A]:
     return group if group.driver_hosted else group.placed(placement)
 
 
+def hosted(learner: ActorGroup[A], settings: RolloutSettings) -> ActorGroup[A]:
+    """A single ``learner`` where ``settings`` put it: the driver's process
+    (``learner_placement="driver"``, `ActorGroup.on_driver`), or an actor process of its own
+    that asks Ray for ``learner_gpus`` when it trains on CUDA (Ray gives an actor a GPU only if
+    it asks for one). Every algorithm with one learner builds it through here, so that the
+    setting is never silently ignored."""
+    if settings.learner_placement == "driver":
+        return learner.on_driver()
+    if device_of(settings) != "cpu":
+        return learner.with_options(num_gpus=settings.learner_gpus)
+    return learner
+
+
 @attrs.frozen(kw_only=True)
 class RolloutSettings:
     """Settings every algorithm here shares: the env, the rollout workers and the policy.
@@ -554,12 +567,8 @@ def make_groups(settings: RolloutSettings, cls: Callable[..., L], learner_config
         if device_of(settings) != "cpu":
             learners = learners.with_options(num_gpus=settings.learner_gpus)
         return Groups(workers, placed(learners, settings.placement.learner))
-    learner = rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start, learner_kwargs),
-                                  1, name=name)
-    if settings.learner_placement == "driver":
-        learner = learner.on_driver()
-    elif device_of(settings) != "cpu":  # Ray gives an actor a GPU only if it asks for one
-        learner = learner.with_options(num_gpus=settings.learner_gpus)
+    learner = hosted(rxrl.indexed_actors(LearnerFactory(cls, settings, learner_config, start, learner_kwargs),
+                                         1, name=name), settings)
     return Groups(workers, placed(learner, settings.placement.learner))
 
 
@@ -678,7 +687,7 @@ __all__ = [
     "episodes_of", "map_leaves",
     "episode_metric_names",
     "WORKER_KEYS", "device_of", "float_in", "for_workers", "instance_of", "int_at_least", "join_rounds",
-    "make_groups",
+    "hosted", "make_groups",
     "is_positive", "optional", "positive", "valid_placement", "registered_id", "rows", "spaces_of",
     "worker_seed",
     "set_learning_rate", "set_weights", "torch_free_workers", "torch_workers", "train_and_get_weights",

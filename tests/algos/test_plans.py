@@ -184,3 +184,16 @@ def test_synchronous_learners_live_on_the_driver_and_asynchronous_ones_in_a_proc
     refused = r"^PPO.learner_placement must be one of \['actor', 'driver'\], got 'gpu'$"
     with pytest.raises(ValueError, match=refused):
         ppo.PPO(learner_placement="gpu")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - {"ddppo"}))  # DD-PPO has no learner
+def test_every_algorithm_puts_its_learner_where_learner_placement_says(name: str) -> None:
+    """``learner_placement`` is honoured by every algorithm with one learner (DQN, SAC,
+    Ape-X, MA-PPO, two-trainer and MAML ignored it once): ``"driver"`` hosts it on the
+    driver, ``"actor"`` gives it a process of its own; the plan's text says which."""
+    spec = get(name)
+    for placement, hosted in [("driver", True), ("actor", False)]:
+        text = rxrl.show(spec.plan(spec.config(learner_placement=placement), None))
+        learners = [line for line in text.splitlines() if "Learner×1" in line]
+        assert learners, text
+        assert any("Learner×1 on the driver" in line for line in learners) is hosted, (placement, text)

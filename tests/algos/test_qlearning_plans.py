@@ -18,7 +18,7 @@ import torch
 import rxrl
 from rxrl import ops
 from rxrl.actors import Tagged
-from rxrl.algos.common import Start
+from rxrl.algos.common import LearnerPlacement, Start
 from rxrl.algos.qlearning import apex, dqn, sac
 from rxrl.algos.qlearning.common import (
     EnvSteps,
@@ -102,15 +102,17 @@ def test_apex_samples_stores_trains_and_routes_asynchronously() -> None:
     assert apex.ApeX(num_workers=3).reporting == [2]
 
 
-@pytest.mark.parametrize("backend", ["reference", "rx", "ray"])
+@pytest.mark.parametrize(("backend", "placement"), [("reference", "actor"), ("rx", "actor"), ("ray", "actor"),
+                                                     ("ray", "driver")])
 @pytest.mark.timeout(180)
-def test_dqn_gives_the_same_records_on_every_backend(backend: str, request: pytest.FixtureRequest) -> None:
+def test_dqn_gives_the_same_records_on_every_backend(backend: str, placement: LearnerPlacement,
+                                                     request: pytest.FixtureRequest) -> None:
     """DQN has no choice point (one replay shard, round-robin weights): every backend runs
-    the reference's run."""
+    the reference's run, with its learner in a process or on the driver."""
     if backend == "ray":
         request.getfixturevalue("ray_session")
     expected, _ = records(dqn.plan(small_dqn()), 12)
-    got, _ = records(dqn.plan(small_dqn()), 12, backend)
+    got, _ = records(dqn.plan(small_dqn(learner_placement=placement)), 12, backend)
     assert identical(got, expected)
     assert got[-1]["train/num_updates"] == 2 and got[-1]["env_steps_trained"] == 12 * 2 * 16
 

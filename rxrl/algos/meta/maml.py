@@ -19,6 +19,7 @@ from rxrl.algos.common import (
     device_of,
     env_spaces,
     for_workers,
+    hosted,
     instance_of,
     int_at_least,
     placed,
@@ -133,9 +134,7 @@ def groups(config: MAML, start: Start | None = None) -> MAMLGroups:
     env_spaces(config, "maml")
     task_env(config, config.seed, 0)  # a task-distribution env, or one line saying it is not
     workers = rxrl.indexed_actors(MAMLWorkerFactory(config, start), config.num_workers, name="MAMLWorker")
-    learner = rxrl.indexed_actors(MAMLLearnerFactory(config, start), 1, name="MAMLLearner")
-    if device_of(config) != "cpu":
-        learner = learner.with_options(num_gpus=config.learner_gpus)
+    learner = hosted(rxrl.indexed_actors(MAMLLearnerFactory(config, start), 1, name="MAMLLearner"), config)
     return MAMLGroups(placed(workers, config.placement.workers), placed(learner, config.placement.learner))
 
 

@@ -16,6 +16,7 @@ from rxrl.algos.common import (
     RolloutSettings,
     Start,
     device_of,
+    hosted,
     instance_of,
     int_at_least,
     placed,
@@ -288,10 +289,8 @@ def groups(config: MultiAgentPPO, start: Start | None = None) -> MultiAgentGroup
     spaces = check(config, None if start is None else start.learner_state)
     workers = rxrl.indexed_actors(MultiAgentWorkerFactory(config, starts=() if start is None else (start,)),
                                   config.num_workers, name="MultiAgentRolloutWorker")
-    learner = rxrl.indexed_actors(MultiPPOLearnerFactory(config, config.learner, tuple(spaces), start), 1,
-                                  name="MultiPPOLearner")
-    if device_of(config) != "cpu":
-        learner = learner.with_options(num_gpus=config.learner_gpus)
+    factory = MultiPPOLearnerFactory(config, config.learner, tuple(spaces), start)
+    learner = hosted(rxrl.indexed_actors(factory, 1, name="MultiPPOLearner"), config)
     where = config.placement
     return MultiAgentGroups(placed(workers, where.workers), placed(learner, where.learner))
 

@@ -19,7 +19,7 @@ import torch
 import rxrl
 from rxrl import ops
 from rxrl.actors import ActorGroup
-from rxrl.algos.common import Start, device_of, instance_of, int_at_least, optional, placed
+from rxrl.algos.common import Start, hosted, instance_of, int_at_least, optional, placed
 from rxrl.algos.multi_agent.ma_ppo import (
     LEARNER,
     GreedyReturns,
@@ -207,10 +207,8 @@ def groups(config: TwoTrainer, start: Start | None = None) -> TwoTrainerGroups:
     workers = rxrl.indexed_actors(MultiAgentWorkerFactory(config, q_specs(config), starts,
                                                           resumed_q_steps(config, start)),
                                   config.num_workers, name="MultiAgentRolloutWorker")
-    learner = rxrl.indexed_actors(MultiPPOLearnerFactory(config, config.ppo, tuple(ppo), start), 1,
-                                  name="MultiPPOLearner")
-    if device_of(config) != "cpu":
-        learner = learner.with_options(num_gpus=config.learner_gpus)
+    learner = hosted(rxrl.indexed_actors(MultiPPOLearnerFactory(config, config.ppo, tuple(ppo), start), 1,
+                                         name="MultiPPOLearner"), config)
     dqn_learner = rxrl.indexed_actors(DQNLearnerFactory(config, start), 1, name="MultiDQNLearner")
     replay = rxrl.indexed_actors(ReplayFactory(config, start), 1, name="MultiReplay")
     where = config.placement

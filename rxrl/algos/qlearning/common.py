@@ -30,6 +30,7 @@ from rxrl.algos.common import (
     RolloutSettings,
     Start,
     arrays_of,
+    hosted,
     instance_of,
     int_at_least,
     placed,
@@ -414,8 +415,8 @@ def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSche
                                                                       Rendezvous.open(n))),
                                       n, name="DQNLearner-allreduce")
     else:
-        learner = rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQN_LEARNER, config, start)), 1,
-                                      name="DQNLearner")
+        learner = hosted(rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQN_LEARNER, config, start)), 1,
+                                             name="DQNLearner"), config)
     replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), shards, name="ReplayShard")
     where = config.placement
     return QGroups(placed(workers, where.workers), placed(learner, where.learner),

@@ -23,6 +23,7 @@ from rxrl.algos.common import (
     Start,
     episode_metric_names,
     for_workers,
+    hosted,
     instance_of,
     int_at_least,
     placed,
@@ -158,8 +159,8 @@ def groups(config: SAC, start: Start | None = None) -> SACGroups:
     env_spaces_of(config)
     workers = rxrl.indexed_actors(Pickled.of(SACWorkerFactory(config, start)), config.num_workers,
                                   name="SACRolloutWorker")
-    learner = rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(SACLearner, config, start)), 1,
-                                  name="SACLearner")
+    learner = hosted(rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(SACLearner, config, start)), 1,
+                                         name="SACLearner"), config)
     replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), 1, name="ReplayShard")
     where = config.placement
     return QGroups(placed(workers, where.workers), placed(learner, where.learner),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -127,7 +128,9 @@ class DQNLearner:
         c = self.config
 
         def t(a: npt.NDArray[Any]) -> torch.Tensor:
-            return torch.as_tensor(a[rows])
+            with warnings.catch_warnings():  # a batch from Ray's object store is read-only: only read here
+                warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+                return torch.as_tensor(a[rows])
 
         obs, next_obs = t(batch.obs), t(batch.next_obs)
         if c.double_q:  # one forward of the online net over obs and next_obs together

@@ -9,7 +9,7 @@ import torch
 
 import rxrl
 from rxrl.algos import ALGORITHMS, get
-from rxrl.algos.common import env_spaces
+from rxrl.algos.common import LearnerPlacement, env_spaces
 from rxrl.algos.on_policy import a2c, a3c, ppo
 
 PPO_SHAPE = """\
@@ -192,7 +192,8 @@ def test_every_algorithm_puts_its_learner_where_learner_placement_says(name: str
     Ape-X, MA-PPO, two-trainer and MAML ignored it once): ``"driver"`` hosts it on the
     driver, ``"actor"`` gives it a process of its own; the plan's text says which."""
     spec = get(name)
-    for placement, hosted in [("driver", True), ("actor", False)]:
+    cases: list[tuple[LearnerPlacement, bool]] = [("driver", True), ("actor", False)]
+    for placement, hosted in cases:
         text = rxrl.show(spec.plan(spec.config(learner_placement=placement), None))
         learners = [line for line in text.splitlines() if "Learner×1" in line]
         assert learners, text

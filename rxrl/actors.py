@@ -7,7 +7,7 @@ import threading
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar
 
 import attrs
@@ -84,6 +84,26 @@ class Placement:
         return ",".join([*([self.strategy] if self.strategy != "any" or not self.labels else []),
                          *(f"{k}={v}" for k, v in self.labels.items())])
 
+    def within(self, other: Placement) -> bool:
+        """Whether an actor placed as ``self`` lands only where ``other``'s labels hold: it
+        asks for every label ``other`` names (``other`` is labels only).
+
+        >>> Placement.parse("zone=a,disk=ssd").within(Placement.parse("zone=a"))
+        True
+        >>> Placement.parse("spread").within(Placement.parse("zone=a"))
+        False
+        """
+        return all(self.labels.get(k) == v for k, v in other.labels.items())
+
+
+def as_placement(where: Placement | str) -> Placement:
+    """``where`` as a `Placement` (text is `Placement.parse`d)."""
+    if isinstance(where, Placement):
+        return where
+    if not isinstance(where, str):
+        raise ValueError(f"a placement is a Placement or its text ('spread', 'zone=a'), got {where!r}")
+    return Placement.parse(where)
+
 
 @attrs.frozen(eq=False)
 class ActorGroup(Generic[A]):
@@ -144,29 +164,69 @@ class ActorGroup(Generic[A]):
         """
         return self.with_options(on_driver=True)
 
-    def placed(self, placement: Placement | str) -> ActorGroup[A]:
-        """A new group whose actors a distributed backend places as ``placement`` says (a
-        `Placement`, or its text: ``"spread"``, ``"pack"``, ``"zone=a"``); ``"any"`` leaves
-        the group as it is. The in-process backends ignore it.
+    def placed(self, placement: Placement | str | Sequence[Placement | str]) -> ActorGroup[A]:
+        """A new group whose actors a distributed backend places as ``placement`` says: one
+        `Placement` for all of them (or its text: ``"spread"``, ``"pack"``, ``"zone=a"``;
+        ``"any"`` leaves the group as it is), or a sequence of node-label placements, one per
+        actor (``["zone=a", "zone=a", "zone=b", "zone=b"]``: actor ``i`` on a node with the
+        ``i``-th labels), which `rxrl.Shards.subset_on` and ``ops.aggregate(placements=...)``
+        read. The in-process backends ignore it.
 
         >>> class Worker:
         ...     pass
         >>> actors(Worker, 4).placed("zone=a").placement
         Placement(strategy='any', labels={'zone': 'a'})
+        >>> str(actors(Worker, 2).placed(["zone=a", "zone=b"]).placement_of(1))
+        'zone=b'
         """
-        where = Placement.parse(placement) if isinstance(placement, str) else placement
-        if where == Placement():
+        site = call_site()
+        if isinstance(placement, Placement | str):
+            where = as_placement(placement)
+            each: tuple[Placement, ...] | None = None
+        elif isinstance(placement, Sequence):
+            try:
+                each = tuple(as_placement(p) for p in placement)
+            except ValueError as e:
+                raise PlanError(f"{self!r}.placed()", site, str(e)) from None
+            if len(each) != self.size:
+                raise PlanError(f"{self!r}.placed()", site, f"{len(each)} placements for {self.size} actors",
+                                "give one placement per actor, or one for the whole group")
+            spread = [str(p) for p in each if p.strategy != "any"]
+            if spread:
+                raise PlanError(f"{self!r}.placed()", site, f"a placement per actor takes node labels "
+                                f"only, got {spread[0]!r}", "place the whole group with 'pack' or 'spread'")
+            if len(set(map(str, each))) == 1:  # one placement after all
+                where, each = each[0], None
+            else:
+                where = Placement()
+        else:
+            raise PlanError(f"{self!r}.placed()", site, "placement must be a Placement, its text, or "
+                            f"a sequence of them (one per actor), got {placement!r}")
+        if each is None and where == Placement():
             return self
         if self.driver_hosted:
-            raise PlanError(repr(self), self.site, f"a group hosted on the driver cannot be placed ({where})")
-        return self.with_options(placement=where)
+            raise PlanError(repr(self), self.site, f"a group hosted on the driver cannot be placed "
+                            f"({where if each is None else ', '.join(map(str, each))})")
+        options = {k: v for k, v in self.options.items() if k not in ("placement", "placements")}
+        if each is None:
+            options["placement"] = where
+        else:
+            options["placements"] = each
+        return attrs.evolve(self, options=options)
 
     @property
     def placement(self) -> Placement:
-        """Where the group's actors go (`placed`; ``Placement()``: anywhere)."""
+        """Where the group's actors go (`placed`; ``Placement()``: anywhere, or a placement
+        per actor: `placement_of`)."""
         where = self.options.get("placement", Placement())
         assert isinstance(where, Placement)
         return where
+
+    def placement_of(self, index: int) -> Placement:
+        """Where actor ``index`` goes: its own placement (`placed` with one per actor), else
+        the group's."""
+        each = self.options.get("placements")
+        return self.placement if each is None else each[index]
 
     @property
     def driver_hosted(self) -> bool:

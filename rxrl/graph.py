@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
-from rxrl.actors import ActorGroup
+from rxrl.actors import ActorGroup, Placement
 from rxrl.errors import PlanError
 
 if TYPE_CHECKING:
@@ -522,6 +522,9 @@ class Aggregate(Node):
     body: Callable[[Any], Any]
     plans: tuple[Node, ...]
     parts: tuple[tuple[int, ...], ...]
+    #: where each aggregator goes (``ops.aggregate(placements=...)``, node labels); None:
+    #: beside its part's first actor
+    placements: tuple[Placement, ...] | None = None
 
     @property
     def inputs(self) -> tuple[Node, ...]:
@@ -532,6 +535,8 @@ class Aggregate(Node):
         return len(self.plans)
 
     def params(self) -> str:
+        if self.placements is not None:
+            return f"{fn_name(self.body)}, placements=[{', '.join(map(str, self.placements))}]"
         return f"{fn_name(self.body)}, num_aggregators={len(self.plans)}"
 
 
@@ -593,3 +598,16 @@ def check_driver_inputs(node: Node) -> None:
                 f"{node.op}() collects Shards, but its input {child.label} is a driver Plan",
                 f"remove {node.op}(), or build the input with rxrl.from_actors/from_iterables",
             )
+
+
+def actor_indices(node: Node) -> tuple[ActorGroup[Any], tuple[int, ...]] | None:
+    """The actor group whose actors make ``node``'s shards, and the actor behind each shard
+    (through shard-local steps and `Subset`); None if they are not one group's actors'."""
+    if isinstance(node, FromActors):
+        return node.group, tuple(range(node.group.size))
+    if isinstance(node, Subset):
+        inner = actor_indices(node.input)
+        return None if inner is None else (inner[0], tuple(inner[1][i] for i in node.indices))
+    if isinstance(node, Unary) and node.local:
+        return actor_indices(node.input)
+    return None

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence, Sized
 from typing import Any, Literal, TypeVar, overload
 
 from rxrl import graph as g
-from rxrl.actors import A, ActorGroup, Tagged
+from rxrl.actors import A, ActorGroup, Placement, Tagged, as_placement
 from rxrl.errors import PlanError, call_site
 from rxrl.plan import Collect, LocalOp, Op, Plan, Shards, as_node
 
@@ -345,15 +345,20 @@ def _check_group(op: str, site: str, group: object) -> None:
 
 
 def aggregate(shards: Shards[T], body: Callable[[Shards[T]], Plan[U]], /, *,
-              num_aggregators: int) -> Shards[U]:
-    """``num_aggregators`` shards, shard ``i`` being ``body`` run over the ``i``-th part of
+              num_aggregators: int | None = None,
+              placements: Sequence[Placement | str] | None = None) -> Shards[U]:
+    """One shard per aggregator, shard ``i`` being ``body`` run over the ``i``-th part of
     ``shards`` (tree aggregation).
 
-    The shards are split into contiguous parts of sizes as equal as they can be; ``body``
-    builds, once per part, the sub-plan that turns that part into one stream (typically
-    ``sub | ops.gather(...) | ops.window(...) | ops.map(concat)``). The Ray backend runs each
-    sub-plan on an aggregator actor placed on the node of its part's first actor, so the
-    driver coordinates aggregators, not every actor; the reference runs them in-process.
+    The parts are either ``num_aggregators`` contiguous runs of the shards, of sizes as equal
+    as they can be, or, with ``placements`` (node labels: ``["zone=a", "zone=b"]``), one part
+    per placement: the shards `Shards.subset_on` that placement, every shard in exactly one
+    part (the actors placed per node with `ActorGroup.placed`). ``body`` builds, once per
+    part, the sub-plan that turns that part into one stream (typically ``sub |
+    ops.gather(...) | ops.window(...) | ops.map(concat)``). The Ray backend runs each
+    sub-plan on an aggregator actor: with ``placements`` on a node with that placement's
+    labels, else on the node of its part's first actor; so the driver coordinates
+    aggregators, not every actor. The reference runs them in-process.
 
     A sub-plan may ``call`` the actors of its own part (items it gathered tagged are routed
     back to their actor); it may not call other groups, nor broadcast (each aggregator runs
@@ -370,18 +375,28 @@ def aggregate(shards: Shards[T], body: Callable[[Shards[T]], Plan[U]], /, *,
     [[11, 1100], [22]]
     """
     site = call_site()
-    name = f"aggregate(num_aggregators={num_aggregators!r})"
+    if placements is None:
+        name = f"aggregate(num_aggregators={num_aggregators!r})"
+    else:
+        shown = [str(p) for p in placements] if isinstance(placements, Sequence) else placements
+        name = f"aggregate(placements={shown!r})"
     if not isinstance(shards, Shards):
         raise PlanError(name, site, f"aggregates Shards, got {type(shards).__name__}",
                         "build the shards with rxrl.from_actors or rxrl.from_iterables")
     _callable(name, site, body=body)
     n = shards.num_shards
-    k = _positive_int(name, site, "num_aggregators", num_aggregators)
-    if k > n:
-        raise PlanError(name, site, f"more aggregators ({k}) than shards ({n}): one would aggregate nothing",
-                        f"use at most {n} aggregators")
     group = _source_group(shards.node, name, site)
-    parts = tuple(tuple(range(i * n // k, (i + 1) * n // k)) for i in range(k))
+    if (num_aggregators is None) == (placements is None):
+        raise PlanError(name, site, "give exactly one of num_aggregators and placements")
+    where: tuple[Placement, ...] | None = None
+    if placements is None:
+        k = _positive_int(name, site, "num_aggregators", num_aggregators)
+        if k > n:
+            raise PlanError(name, site, f"more aggregators ({k}) than shards ({n}): one would aggregate "
+                            "nothing", f"use at most {n} aggregators")
+        parts = tuple(tuple(range(i * n // k, (i + 1) * n // k)) for i in range(k))
+    else:
+        where, parts = _parts_by_placement(shards, placements, name, site)
     plans: list[g.Node] = []
     for part in parts:
         sub = shards.subset(part)
@@ -392,7 +407,45 @@ def aggregate(shards: Shards[T], body: Callable[[Shards[T]], Plan[U]], /, *,
                             "end the sub-plan with ops.gather() or ops.barrier()")
         _check_sub_plan(plan.node, sub.node, group, name, site)
         plans.append(plan.node)
-    return Shards(g.Aggregate(source=shards.node, body=body, plans=tuple(plans), parts=parts, site=site))
+    return Shards(g.Aggregate(source=shards.node, body=body, plans=tuple(plans), parts=parts,
+                              placements=where, site=site))
+
+
+def _parts_by_placement(shards: Shards[Any], placements: object, name: str, site: str
+                        ) -> tuple[tuple[Placement, ...], tuple[tuple[int, ...], ...]]:
+    """The placements and, for each, the indices of the shards placed there (every shard in
+    exactly one part), or a PlanError saying which shard is in none or in two."""
+    if isinstance(placements, str) or not isinstance(placements, Sequence) or not placements:
+        raise PlanError(name, site, "placements must be a non-empty sequence of node labels, got "
+                        f"{placements!r}", "e.g. placements=['zone=a', 'zone=b']")
+    try:
+        where = tuple(as_placement(p) for p in placements)
+    except ValueError as e:
+        raise PlanError(name, site, str(e)) from None
+    found = g.actor_indices(shards.node)
+    if found is None:
+        raise PlanError(name, site, "aggregates by placement the shards of one actor group, got "
+                        f"{shards.node.label}", "use num_aggregators")
+    group, actors = found
+    parts: list[tuple[int, ...]] = []
+    for p in where:
+        if p.strategy != "any" or not p.labels:
+            raise PlanError(name, site, f"a placement of an aggregator is node labels (KEY=VALUE), got "
+                            f"{str(p)!r}")
+        parts.append(tuple(j for j, i in enumerate(actors) if group.placement_of(i).within(p)))
+        if not parts[-1]:
+            raise PlanError(name, site, f"no shard's actor is placed on {p}: its aggregator would "
+                            "aggregate nothing", "drop that placement, or place actors there")
+    for j, i in enumerate(actors):
+        homes = [str(p) for p, part in builtins.zip(where, parts, strict=True) if j in part]
+        if len(homes) != 1:
+            raise PlanError(name, site, f"shard {j} ({group.name}[{i}], placed "
+                            f"{str(group.placement_of(i)) or 'anywhere'}) is on "
+                            f"{'none' if not homes else 'more than one'} of the placements"
+                            + (f" ({', '.join(homes)})" if homes else ""),
+                            "every shard must be placed on exactly one of them: ActorGroup.placed "
+                            "with one placement per actor")
+    return where, tuple(parts)
 
 
 def _source_group(node: g.Node, name: str, site: str) -> ActorGroup[Any] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar, overload
 
+from rxrl.actors import Placement, as_placement
 from rxrl.errors import PlanError
 from rxrl.graph import Node
 
@@ -160,6 +161,49 @@ class Shards(Generic[T_co]):
         from rxrl.graph import Subset
 
         return Shards(Subset(input=self.node, indices=picked, site=site))
+
+    def subset_on(self, placement: Placement | str) -> Shards[T_co]:
+        """The shards whose actors a distributed backend places only on nodes with
+        ``placement``'s labels (``"zone=a"``), in order: those whose group, or own actor, was
+        `ActorGroup.placed` with at least these labels. A subset by placement is decided
+        when the plan is built, so every backend (the in-process ones too) runs the same one.
+
+        >>> import rxrl
+        >>> from rxrl import ops
+        >>> class Worker:
+        ...     def __init__(self, index: int) -> None:
+        ...         self.index = index
+        ...     def sample(self) -> int:
+        ...         return self.index
+        >>> group = rxrl.indexed_actors(Worker, 4).placed(["zone=a", "zone=b", "zone=a", "zone=b"])
+        >>> list(rxrl.run(rxrl.from_actors(group, Worker.sample).subset_on("zone=b")
+        ...               | ops.barrier() | ops.take(1)))
+        [[1, 3]]
+        """
+        from rxrl.errors import call_site
+        from rxrl.graph import actor_indices
+
+        site = call_site()
+        name = f"subset_on({placement!r})"
+        try:
+            where = as_placement(placement)
+        except ValueError as e:
+            raise PlanError(name, site, str(e)) from None
+        if where.strategy != "any" or not where.labels:
+            raise PlanError(name, site, f"takes node labels (KEY=VALUE), got {str(where)!r}",
+                            "name the labels the actors were placed with, e.g. 'zone=a'")
+        found = actor_indices(self.node)
+        if found is None:
+            raise PlanError(name, site, f"these shards are not one actor group's ({self.node.label})",
+                            "take the subset of rxrl.from_actors(...) shards")
+        group, actors = found
+        picked = [j for j, i in enumerate(actors) if group.placement_of(i).within(where)]
+        if not picked:
+            placed = sorted({str(group.placement_of(i)) or "any" for i in actors})
+            raise PlanError(name, site, f"no actor of {group!r} behind these shards is placed on {where} "
+                            f"(their placements: {', '.join(placed)})",
+                            "place the group with ActorGroup.placed, one placement per actor if need be")
+        return self.subset(picked)
 
     @overload
     def __or__(self, op: LocalOp[T_co, U]) -> Shards[U]: ...

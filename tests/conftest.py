@@ -15,6 +15,11 @@ settings.register_profile("ci", parent=settings.get_profile("default"), derandom
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+#: the session's one Ray node carries these labels, so that placements by node label run on
+#: it (tests/conformance/test_aggregate.py: two labels of one node, placed on per actor)
+NODE_LABELS = {"rack": "r1", "disk": "ssd"}
+
+
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[None]:
     """One Ray instance for the whole test session (init costs seconds), shut down at the end."""
@@ -23,7 +28,7 @@ def ray_session() -> Iterator[None]:
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+                 configure_logging=False, labels=NODE_LABELS)
     yield
     if started:
         ray.shutdown()

@@ -200,9 +200,19 @@ def _placement(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
         raise ValueError(f"placement.{attribute.name} must be text such as 'spread' or 'zone=a', "
                          f"got {value!r}")
     try:
-        Placement.parse(value)
+        each = per_actor(value)
+        for text in each or [value]:
+            where = Placement.parse(text)
+            if each and (where.strategy != "any" or not where.labels):
+                raise ValueError(f"a placement per actor takes node labels only, got {text!r}")
     except ValueError as e:
         raise ValueError(f"placement.{attribute.name}: {e}") from None
+
+
+def per_actor(text: str) -> list[str] | None:
+    """The node-label placements of ``"zone=a|zone=b"`` (actor ``i`` gets entry ``i`` modulo
+    their number: the actors dealt out over the labels in turn); None for one placement."""
+    return [part.strip() for part in text.split("|")] if "|" in text else None
 
 
 @attrs.frozen(kw_only=True)
@@ -211,7 +221,9 @@ class PlacementSettings:
     ``"pack"``, ``"spread"``, or node labels ``"zone=a"``, ``"zone=a,disk=ssd"``):
     ``workers`` (rollout workers; DD-PPO's members), ``learner`` (the learner or learner group,
     unless it is hosted on the driver) and ``replay`` (replay shards). ``rxrl train ... --set
-    placement.workers=spread``."""
+    placement.workers=spread``. Node labels separated by ``|`` place the actors in turn:
+    ``"zone=a|zone=b"`` puts actors 0, 2, 4, ... on ``zone=a`` nodes and 1, 3, 5, ... on
+    ``zone=b`` nodes (``aggregate_by="placement"`` then gives each its aggregator)."""
 
     workers: str = attrs.field(default="any", validator=_placement)
     learner: str = attrs.field(default="any", validator=_placement)
@@ -221,7 +233,47 @@ class PlacementSettings:
 def placed(group: ActorGroup[A], placement: str) -> ActorGroup[A]:
     """``group`` placed as ``placement`` (`PlacementSettings`' text) says; a group hosted on
     the driver stays there (``learner_placement="driver"``)."""
-    return group if group.driver_hosted else group.placed(placement)
+    if group.driver_hosted:
+        return group
+    each = per_actor(placement)
+    return group.placed(placement if each is None else [each[i % len(each)] for i in range(group.size)])
+
+
+#: how ``ops.aggregate`` splits the workers among the aggregators (``aggregate_by``)
+AggregateBy = Literal["index", "placement"]
+
+
+def check_aggregation(settings: RolloutSettings, num_aggregators: int, aggregate_by: str) -> None:
+    """ValueError unless ``num_aggregators`` aggregators can split the workers ``aggregate_by``
+    says: at most one per worker; by placement, one per distinct placement of
+    ``placement.workers`` (``"zone=a|zone=b"``)."""
+    name = type(settings).__name__
+    if aggregate_by not in get_args(AggregateBy):
+        raise ValueError(f"{name}.aggregate_by must be one of {list(get_args(AggregateBy))}, "
+                         f"got {aggregate_by!r}")
+    if num_aggregators > settings.num_workers:
+        raise ValueError(f"{name}.num_aggregators ({num_aggregators}) must not exceed "
+                         f"num_workers ({settings.num_workers}): an aggregator needs workers")
+    if aggregate_by != "placement" or not num_aggregators:
+        return
+    each = per_actor(settings.placement.workers)
+    if each is None:
+        raise ValueError(f"{name}.aggregate_by='placement' needs a placement per worker: set "
+                         "placement.workers to node labels separated by '|' (e.g. 'zone=a|zone=b')")
+    distinct = list(dict.fromkeys(each[i % len(each)] for i in range(settings.num_workers)))
+    if num_aggregators != len(distinct):
+        raise ValueError(f"{name}.num_aggregators ({num_aggregators}) must be the number of the "
+                         f"workers' placements ({len(distinct)}: {', '.join(distinct)}) with "
+                         "aggregate_by='placement': one aggregator per placement")
+
+
+def aggregate_parts(settings: RolloutSettings, num_aggregators: int, aggregate_by: str) -> dict[str, Any]:
+    """``ops.aggregate``'s keyword for the parts: ``num_aggregators``, or by placement the
+    workers' distinct placements (in the order of ``placement.workers``)."""
+    each = per_actor(settings.placement.workers)
+    if aggregate_by == "placement" and each is not None:
+        return {"placements": list(dict.fromkeys(each[i % len(each)] for i in range(settings.num_workers)))}
+    return {"num_aggregators": num_aggregators}
 
 
 def hosted(learner: ActorGroup[A], settings: RolloutSettings) -> ActorGroup[A]:
@@ -687,7 +739,7 @@ __all__ = [
     "episodes_of", "map_leaves",
     "episode_metric_names",
     "WORKER_KEYS", "device_of", "float_in", "for_workers", "instance_of", "int_at_least", "join_rounds",
-    "hosted", "make_groups",
+    "AggregateBy", "aggregate_parts", "check_aggregation", "hosted", "make_groups", "per_actor",
     "is_positive", "optional", "positive", "valid_placement", "registered_id", "rows", "spaces_of",
     "worker_seed",
     "set_learning_rate", "set_weights", "torch_free_workers", "torch_workers", "train_and_get_weights",

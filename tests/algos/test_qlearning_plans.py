@@ -386,7 +386,7 @@ def test_apex_with_aggregators_stores_a_list_per_driver_item_and_replays(
         return apex.plan(small_apex(num_workers=4, num_aggregators=2, max_weight_sync_delay=20))
 
     shown = rxrl.show(build())
-    assert "aggregate(samples_of_part(2, 2, ...), num_aggregators=2)" in shown
+    assert "aggregate(samples_of_part(2, ...), num_aggregators=2)" in shown
     events: list[rxrl.Event] = []
     keep = lambda e: events.append(e) if e.kind == "call" else None
     schedule = rxrl.Schedule.random(3) if backend == "reference" else None

@@ -13,6 +13,7 @@ import pytest
 import rxrl
 from rxrl import ops
 from rxrl.actors import Tagged
+from rxrl.algos.common import PlacementSettings
 from rxrl.algos.vtrace import appo, impala
 from rxrl.algos.vtrace.common import Reply
 from rxrl.rl import APPOConfig, IMPALAConfig, Metrics
@@ -195,6 +196,45 @@ def test_with_aggregators_the_driver_handles_one_item_per_batch(
         for rerun, recorded in zip(replayed, records, strict=True):
             a, b = deterministic_fields(rerun), deterministic_fields(recorded)
             assert a.keys() == b.keys() and all(same(a[k], b[k]) for k in a), (a, b)
+
+
+@pytest.mark.parametrize("backend", ["reference", "ray"])
+@pytest.mark.timeout(180)
+def test_aggregated_by_placement_each_aggregator_reads_the_workers_placed_alike(
+        backend: str, request: pytest.FixtureRequest) -> None:
+    """``aggregate_by="placement"`` with ``placement.workers="rack=r1|disk=ssd"`` (labels the
+    test session's Ray node has both of): workers 0 and 2 under one aggregator, 1 and 3 under
+    the other; a Ray run replays from its trace."""
+    if backend == "ray":
+        request.getfixturevalue("ray_session")
+    config = small_impala(num_workers=4, num_aggregators=2, aggregate_by="placement",
+                          placement=PlacementSettings(workers="rack=r1|disk=ssd"))
+    shown = [line.lstrip("│├└─ ") for line in rxrl.show(impala.plan(config)).splitlines()]
+    assert shown[3] == "aggregate(batches_of_part(1, 2, ...), placements=[rack=r1, disk=ssd])  [×2 shards]"
+    assert shown[5] == "| subset(0, 2)  [×2 shards]"
+    records, events, trace = run(impala.plan(config), backend, 6)
+    assert [r.env_steps_trained for r in records] == [32 * (i + 1) for i in range(6)]
+    if backend == "reference":
+        learned = [e for e in events if "learn_on_fragments" in e.op]
+        assert learned and all({t.shard % 2 for t in e.item} in ({0}, {1}) for e in learned)
+    else:
+        replayed = list(rxrl.run(impala.plan(config) | ops.take(6), "reference", schedule=trace))
+        for rerun, recorded in zip(replayed, records, strict=True):
+            a, b = deterministic_fields(rerun), deterministic_fields(recorded)
+            assert a.keys() == b.keys() and all(same(a[k], b[k]) for k in a), (a, b)
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"num_aggregators": 2, "aggregate_by": "placement"}, "needs a placement per worker"),
+    ({"num_aggregators": 3, "aggregate_by": "placement", "placement": PlacementSettings(workers="a=1|b=2")},
+     r"num_aggregators \(3\) must be the number of the workers' placements \(2: a=1, b=2\)"),
+    ({"aggregate_by": "node"}, r"aggregate_by must be one of \['index', 'placement'\]"),
+])
+def test_bad_aggregation_settings_are_one_line(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        small_impala(num_workers=4, **settings)
+    with pytest.raises(ValueError, match="a placement per actor takes node labels only"):
+        PlacementSettings(workers="zone=a|spread")
 
 
 def test_more_aggregators_than_workers_is_refused_in_one_line() -> None:

@@ -4,8 +4,8 @@ where rxrl's placements put a group's actors on it.
 The head has no CPU for actors; nodes ``a`` and ``b`` (labels ``zone=a`` / ``zone=b``) have
 two each. Prints one JSON line: the node (by zone) of every actor of each placement, PPO's and
 IMPALA's workers and learner placed by their settings after two training iterations, the
-node of each aggregator of an ``ops.aggregate`` and of its part's actors, and the one-line error
-of a label no node has.
+node of each aggregator of an ``ops.aggregate`` (by index and by placement) and of its part's
+actors, and the one-line error of a label no node has.
 """
 
 from __future__ import annotations
@@ -67,6 +67,18 @@ def aggregated_on() -> list[dict[str, Any]]:
     return [{"aggregator": z[a], "workers": [z[n] for n in nodes]} for a, nodes in parts]
 
 
+def aggregated_by_placement() -> list[dict[str, Any]]:
+    """Per aggregator of 4 actors placed a, b, a, b and aggregated by placement (b, then a):
+    its zone and its actors' zones."""
+    group = rxrl.indexed_actors(Where, 4).with_options(num_cpus=1).placed(["zone=a", "zone=b"] * 2)
+    agg = ops.aggregate(rxrl.from_actors(group, Where.node),
+                        lambda part: part | ops.barrier() | ops.map(here), placements=["zone=b", "zone=a"])
+    with rxrl.run(agg | ops.barrier() | ops.take(1), "ray", timeout_s=60, start_timeout_s=60) as run:
+        (parts,) = list(run)
+    z = zones()
+    return [{"aggregator": z[a], "workers": [z[n] for n in nodes]} for a, nodes in parts]
+
+
 def trained_on(algo_name: str, settings: dict[str, Any]) -> dict[str, list[str]]:
     algo = get(algo_name)
     config = with_settings(algo.config(), settings)
@@ -91,6 +103,7 @@ def main() -> None:
             "spread": placed_on("spread", 2),
             "zone_b": placed_on("zone=b", 2),
             "aggregated": aggregated_on(),
+            "by_placement": aggregated_by_placement(),
         }
         try:
             group = rxrl.indexed_actors(Where, 1).placed("zone=nowhere")
@@ -106,6 +119,9 @@ def main() -> None:
                                            "learner.minibatch_size": 64})
         result["impala"] = trained_on("impala", {**common, "train_batch_size": 64,
                                                  "learner.minibatch_size": 32})
+        result["impala_by_placement"] = trained_on("impala", {
+            **common, "train_batch_size": 64, "learner.minibatch_size": 32,
+            "placement.workers": "zone=a|zone=b", "num_aggregators": 2, "aggregate_by": "placement"})
         print(json.dumps(result))
     finally:
         ray.shutdown()

@@ -3,7 +3,8 @@
 The cluster test runs ``ray_cluster_placement.py`` in a subprocess (3 nodes on this machine,
 ``ray.cluster_utils``; the session's Ray stays up). Law: ``pack`` puts a group on one node,
 ``spread`` on as many as it has actors (when the cluster has that many), node labels on
-matching nodes only; an aggregator beside its part's first actor; PPO's and IMPALA's workers
+matching nodes only, per actor too; an aggregator beside its part's first actor, or on a node
+of its placement when aggregating by placement; PPO's and IMPALA's workers
 and learners go where their settings say; a label no node has is a timeout naming the actor
 and its placement, not a hang.
 """
@@ -39,10 +40,15 @@ def test_placements_on_a_three_node_cluster() -> None:
     for part in r["aggregated"]:  # an aggregator runs beside its part's first actor
         assert part["aggregator"] == part["workers"][0] != "head", r
     assert sorted(z for part in r["aggregated"] for z in part["workers"]) == ["a", "a", "b", "b"]
+    # by placement: aggregator i on a node of placements[i], reading exactly the actors there
+    assert r["by_placement"] == [{"aggregator": "b", "workers": ["b", "b"]},
+                                 {"aggregator": "a", "workers": ["a", "a"]}], r
     assert "Where[0]" in r["nowhere"] and "'zone': 'nowhere'" in r["nowhere"]
     for algo in ("ppo", "impala"):
         assert sorted(r[algo]["workers"]) == ["a", "b"], r
         assert r[algo]["learner"] == ["b"], r
+    # placement.workers=zone=a|zone=b deals the workers out in turn; aggregated by placement
+    assert r["impala_by_placement"] == {"workers": ["a", "b"], "learner": ["b"]}, r
 
 
 @pytest.mark.parametrize(("text", "message"), [

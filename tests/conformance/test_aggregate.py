@@ -54,6 +54,36 @@ def test_a_subset_of_a_subset_composes(backend: str) -> None:
     assert collect(shards.subset([3, 2, 0]).subset([2, 0]) | ops.barrier(), backend) == [["a", "d"]]
 
 
+#: one placement per actor, by labels that the test session's Ray node has both of
+#: (tests/conftest.py ``NODE_LABELS``), so every backend runs it
+BY_LABEL = ["rack=r1", "disk=ssd", "rack=r1", "disk=ssd"]
+
+
+def test_a_subset_on_a_placement_is_the_actors_placed_there(backend: str) -> None:
+    group = rxrl.indexed_actors(lambda i: Counter(start=100 * i), 4, name="Counter").placed(BY_LABEL)
+    shards = rxrl.from_actors(group, Counter.next)
+    assert collect(shards.subset_on("disk=ssd") | ops.barrier() | ops.take(1), backend) == [[100, 300]]
+    # through a subset by index: the placements of the actors behind it
+    assert collect(shards.subset([2, 1, 0]).subset_on("rack=r1") | ops.barrier() | ops.take(1),
+                   backend) == [[200, 0]]
+
+
+def test_aggregating_by_placement_gives_each_aggregator_the_actors_placed_there(backend: str) -> None:
+    """Law: ``aggregate(placements=[p, q])`` runs the sub-plans that ``aggregate`` over the
+    parts ``subset_on(p)`` and ``subset_on(q)`` would, and its trace replays."""
+    group = rxrl.indexed_actors(lambda i: Counter(start=100 * i), 4, name="Counter").placed(BY_LABEL)
+    shards = rxrl.from_actors(group, Counter.next) | ops.take(3)
+    agg = ops.aggregate(
+        shards, lambda part: part | ops.gather(2, tagged=True) | ops.call(group, tag_back) | ops.window(2),
+        placements=["disk=ssd", "rack=r1"])
+    out, replayed = output_and_replay(agg | ops.gather(tagged=True), backend)
+    assert replayed == out
+    assert sum(len(t.value) for t in out) == 12
+    for t in out:  # aggregator 0 reads the odd actors (disk=ssd), aggregator 1 the even ones
+        assert {shard % 2 for shard, _, _ in t.value} == {1 - t.shard}
+    assert "placements=[disk=ssd, rack=r1]" in rxrl.show(agg | ops.gather())
+
+
 def tag_back(counter: Counter, t: rxrl.Tagged[int]) -> tuple[int, int, int]:
     """Sent back to the actor an item came from: (that actor, the item, its value now)."""
     counter.bump(1)
@@ -164,6 +194,9 @@ def test_aggregating_iterables_keeps_every_item_once(backend: str) -> None:
 
 shards4 = rxrl.from_iterables([[1], [2], [3], [4]])
 others = rxrl.actors(Counter, 2)
+by_label = rxrl.from_actors(rxrl.indexed_actors(Counter, 4, name="Counter").placed(BY_LABEL), Counter.next)
+overlapping = rxrl.from_actors(
+    rxrl.indexed_actors(Counter, 2, name="Counter").placed(["rack=r1,disk=ssd", "rack=r1"]), Counter.next)
 
 
 def gathered(part: rxrl.Shards[int]) -> rxrl.Plan[int]:
@@ -189,6 +222,27 @@ def gathered(part: rxrl.Shards[int]) -> rxrl.Plan[int]:
     (lambda: shards4.subset([]), "indices must be a non-empty sequence of ints"),
     (lambda: shards4.subset([0, 4]), r"index 4 is out of range: these shards are 0..3"),
     (lambda: shards4.subset([1, 1]), "an index appears twice"),
+    (lambda: ops.aggregate(shards4, gathered), "give exactly one of num_aggregators and placements"),
+    (lambda: ops.aggregate(shards4, gathered, num_aggregators=2, placements=["rack=r1"]),
+     "give exactly one of num_aggregators and placements"),
+    (lambda: ops.aggregate(shards4, gathered, placements=["zone=a"]),
+     "aggregates by placement the shards of one actor group"),
+    (lambda: ops.aggregate(by_label, gathered, placements="rack=r1"),
+     "placements must be a non-empty sequence of node labels"),
+    (lambda: ops.aggregate(by_label, gathered, placements=["spread"]),
+     "a placement of an aggregator is node labels"),
+    (lambda: ops.aggregate(by_label, gathered, placements=["rack=r1"]),
+     r"shard 1 \(Counter\[1\], placed disk=ssd\) is on none of the placements"),
+    (lambda: ops.aggregate(by_label, gathered, placements=["rack=r1", "disk=ssd", "zone=x"]),
+     "no shard's actor is placed on zone=x"),
+    (lambda: ops.aggregate(overlapping, gathered, placements=["rack=r1", "disk=ssd"]),
+     r"shard 0 \(Counter\[0\], placed rack=r1,disk=ssd\) is on more than one of the placements"),
+    (lambda: by_label.subset_on("zone=x"), r"no actor of Counter×4 behind these shards is placed on zone=x"),
+    (lambda: by_label.subset_on("pack"), "takes node labels"),
+    (lambda: shards4.subset_on("rack=r1"), "these shards are not one actor group's"),
+    (lambda: rxrl.indexed_actors(Counter, 2).placed(["rack=r1"]), "1 placements for 2 actors"),
+    (lambda: rxrl.indexed_actors(Counter, 2).placed(["rack=r1", "spread"]),
+     "a placement per actor takes node labels only"),
 ])
 def test_bad_input_is_refused_in_one_line(build: Any, message: str) -> None:
     with pytest.raises(rxrl.PlanError, match=message) as e:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -12,7 +11,16 @@ import attrs
 import rxrl
 from rxrl import ops
 from rxrl.actors import Tagged
-from rxrl.algos.common import Start, episode_metric_names, float_in, instance_of, int_at_least
+from rxrl.algos.common import (
+    AggregateBy,
+    Start,
+    aggregate_parts,
+    check_aggregation,
+    episode_metric_names,
+    float_in,
+    instance_of,
+    int_at_least,
+)
 from rxrl.algos.qlearning import dqn
 from rxrl.algos.qlearning.common import (
     Q_STATE,
@@ -70,6 +78,9 @@ class ApeX(QSettings):
     num_shards: int = attrs.field(default=2, validator=int_at_least(1))
     #: aggregator actors between the workers and the driver (0: none), see above
     num_aggregators: int = attrs.field(default=0, validator=int_at_least(0))
+    #: how the workers are split among the aggregators (``"index"`` or ``"placement"``: one
+    #: per placement of ``placement.workers``, ``"zone=a|zone=b"``)
+    aggregate_by: AggregateBy = "index"
     max_in_flight: int = attrs.field(default=2, validator=int_at_least(1))
     max_weight_sync_delay: int = attrs.field(default=1, validator=int_at_least(1))
     updates_per_call: int = attrs.field(default=4, validator=int_at_least(1))
@@ -80,9 +91,7 @@ class ApeX(QSettings):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        if self.num_aggregators > self.num_workers:
-            raise ValueError(f"ApeX.num_aggregators ({self.num_aggregators}) must not exceed "
-                             f"num_workers ({self.num_workers}): an aggregator needs workers")
+        check_aggregation(self, self.num_aggregators, self.aggregate_by)
         if self.learner.num_learners != 1:
             raise ValueError("ApeX.learner.num_learners must be 1: Ape-X trains with one learner "
                              "(learner groups: ppo, impala, appo, dqn)")
@@ -140,20 +149,19 @@ def plan(config: ApeX, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:
             | ops.flat_map(progress.report))
 
 
-def samples_of_part(max_in_flight: int, count: int, part: rxrl.Shards[TransitionBatch]
+def samples_of_part(max_in_flight: int, part: rxrl.Shards[TransitionBatch]
                     ) -> rxrl.Plan[list[Tagged[TransitionBatch]]]:
     """An aggregator's sub-plan: its workers' samples in completion order, tagged with their
-    worker, in lists of ``count``."""
-    return part | ops.gather(max_in_flight, tagged=True) | ops.window(count)
+    worker, in lists of as many as it has workers."""
+    return part | ops.gather(max_in_flight, tagged=True) | ops.window(part.num_shards)
 
 
 def aggregated_store(config: ApeX, g: DQNGroups, progress: QProgress) -> rxrl.Plan[Tagged[bool]]:
     """The store flow through ``num_aggregators`` aggregators: a list of samples per store
     call; the weights go to the workers due them (one item per sample, for the intensity)."""
-    per_part = math.ceil(config.num_workers / config.num_aggregators)
     stored = (ops.aggregate(rxrl.from_actors(g.workers, QRolloutWorker.sample),
-                            functools.partial(samples_of_part, config.max_in_flight, per_part),
-                            num_aggregators=config.num_aggregators)
+                            functools.partial(samples_of_part, config.max_in_flight),
+                            **aggregate_parts(config, config.num_aggregators, config.aggregate_by))
               | ops.gather()
               | ops.call(g.replay, store_samples)                # a list at a time, shards in turn
               | ops.flat_map(progress.observe_stored_each))      # per sample: its worker due weights?

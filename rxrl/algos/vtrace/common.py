@@ -41,11 +41,14 @@ import rxrl
 from rxrl import ops
 from rxrl.actors import Tagged
 from rxrl.algos.common import (
+    AggregateBy,
     Groups,
     IterationSample,
     Progress,
     RolloutSettings,
     Start,
+    aggregate_parts,
+    check_aggregation,
     env_spaces,
     episode_metric_names,
     episodes_of,
@@ -89,12 +92,14 @@ class VTraceSettings(RolloutSettings):
     #: batch's worth (``ops.aggregate``), so that the driver handles one item per batch;
     #: 0: none, the driver gathers every fragment
     num_aggregators: int = attrs.field(default=0, validator=int_at_least(0))
+    #: how the workers are split among the aggregators: ``"index"``, contiguous runs of
+    #: worker indices; ``"placement"``, one aggregator per placement of ``placement.workers``
+    #: (``"zone=a|zone=b"``), on a node of that placement beside its workers
+    aggregate_by: AggregateBy = "index"
 
     def __attrs_post_init__(self) -> None:
         name, learner = type(self).__name__, getattr(self, "learner", None)
-        if self.num_aggregators > self.num_workers:
-            raise ValueError(f"{name}.num_aggregators ({self.num_aggregators}) must not exceed "
-                             f"num_workers ({self.num_workers}): an aggregator needs workers")
+        check_aggregation(self, self.num_aggregators, self.aggregate_by)
         length = self.policy.sequence_length
         if self.policy.is_recurrent and length not in (None, self.fragment_length):
             raise ValueError(f"{name}.policy.sequence_length ({length}) must be unset or "
@@ -248,10 +253,10 @@ def aggregated_plan(config: VTraceSettings, actors: Groups[Any]) -> rxrl.Plan[Me
     driver (see the module docstring): the same learner calls and replies, a batch at a time."""
     workers, learner = actors.pair
     progress = VTraceProgress(custom_names=episode_metric_names(config))
+    parts = aggregate_parts(config, config.num_aggregators, config.aggregate_by)
     batches = ops.aggregate(rxrl.from_actors(workers, RolloutWorker.sample_fragment),
                             functools.partial(batches_of_part, config.max_in_flight,
-                                              config.fragments_per_batch),
-                            num_aggregators=config.num_aggregators) | ops.gather()
+                                              config.fragments_per_batch), **parts) | ops.gather()
     learn = learn_on_fragments(config)
     if learner.size > 1:  # a learner group: every member buffers every fragment, trains its share
         replies = batches | ops.call_all(learner, learn, max_in_flight=2) | ops.map(first_replies)

@@ -166,7 +166,8 @@ class RayRuntime(Runtime):
         self._generation = 0
         self._encoded: dict[int, tuple[Any, Encoded]] = {}  # per broadcast: its latest item
         #: per aggregate sub-plan: its aggregator, the sub-plan and the chain's steps after it
-        self.aggregators: list[tuple[Any, Step, tuple[g.Node, ...]]] = []
+        #: (target, sub-plan, the aggregate's shard steps, its placement or None) per aggregator
+        self.aggregators: list[tuple[Any, Step, tuple[g.Node, ...], Placement | None]] = []
 
     # ------------------------------------------------------------------ plan actors, shards
 
@@ -212,7 +213,8 @@ class RayRuntime(Runtime):
         for i, plan in enumerate(plans):  # the key: unique among the run's aggregators
             target = AggTarget(i, f"aggregator {i} of {source.label} (#{nid})", len(self.aggregators))
             self._register_sub_plan(plan, target)
-            self.aggregators.append((target, plan, tuple(ship(step) for _, step in node.steps)))
+            where = None if source.placements is None else source.placements[i]
+            self.aggregators.append((target, plan, tuple(ship(step) for _, step in node.steps), where))
             shards.append(AggShard(self, node, target, i))
         return shards
 
@@ -294,13 +296,14 @@ class RayRuntime(Runtime):
             member.node_id = status
 
     def _start_aggregators(self) -> None:
-        """Create one aggregator per sub-plan beside its part's first actor, and wait for them."""
+        """Create one aggregator per sub-plan, on a node with its placement's labels
+        (``aggregate(placements=...)``) or beside its part's first actor, and wait for them."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from rxrl.backends.ray.aggregator import AggregatorActor, AggregatorSpec, Part
 
         made = []
-        for target, plan, steps in self.aggregators:
+        for target, plan, steps, where in self.aggregators:
             parts: dict[str, Part] = {}
             node_id: str | None = None
             for key, state in self.states.items():
@@ -318,7 +321,9 @@ class RayRuntime(Runtime):
             spec = AggregatorSpec(target.index, target.where, plan, steps, parts, self.options)
             options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0,
                                        "name": f"rxrl:{self.run_id}:aggregator[{target.key}]"}
-            if node_id is not None:  # beside its actors (a soft affinity was seen to pick the
+            if where is not None:  # on a node with its placement's labels, as its actors are
+                options["label_selector"] = dict(where.labels)
+            elif node_id is not None:  # beside its actors (a soft affinity was seen to pick the
                 # head node when the affinity's node had room; it takes no CPU, so it fits)
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
             try:
@@ -329,13 +334,14 @@ class RayRuntime(Runtime):
                                 "a sub-plan is sent to its actor: use module-level classes and "
                                 "functions, or closures over picklable values") from e
             self.created.append(target.handle)
-            made.append((target, target.handle.ready.remote()))
-        ready, _ = ray.wait([ref for _, ref in made], num_returns=len(made),
+            made.append((target, target.handle.ready.remote(), where))
+        ready, _ = ray.wait([ref for _, ref, _ in made], num_returns=len(made),
                             timeout=self.options.start_timeout_s)
-        for target, ref in made:
+        for target, ref, where in made:
             if ref not in ready:
+                labels = "" if where is None else f" (placed on {dict(where.labels)}: no such node?)"
                 raise RayTimeoutError(f"{target.where} was not constructed within "
-                                      f"start_timeout_s={self.options.start_timeout_s} s")
+                                      f"start_timeout_s={self.options.start_timeout_s} s{labels}")
             try:
                 status = ray.get(ref)
             except RayError as e:
@@ -353,8 +359,10 @@ class RayRuntime(Runtime):
         """Ray options for the group's `Placement` (popped from ``options``): node labels as a
         ``label_selector``; ``pack`` and ``spread`` as a placement group of one bundle per actor
         (`_pg_strategy`; made with the first actor, so that Ray places all of them at once;
-        removed when the run closes)."""
-        where: Placement | None = options.pop("placement", None)
+        removed when the run closes); a placement per actor (labels only) as actor ``index``'s
+        ``label_selector``."""
+        each: tuple[Placement, ...] | None = options.pop("placements", None)
+        where: Placement | None = options.pop("placement", None) if each is None else each[index]
         if where is None:
             return
         if where.labels:
@@ -575,7 +583,7 @@ class RayRuntime(Runtime):
     def _record_pulls_under_way(self, timeout_s: float = 10.0) -> None:
         """Read the aggregators' pulls still under way, for the choices they carry: the
         reference performs a pull when it is submitted, so replaying the trace needs them."""
-        requests = [r for target, _, _ in self.aggregators for r in list(target.outstanding.values())]
+        requests = [r for target, *_ in self.aggregators for r in list(target.outstanding.values())]
         if not requests:
             return
         with contextlib.suppress(Exception):

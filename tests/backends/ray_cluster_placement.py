@@ -79,17 +79,23 @@ def aggregated_by_placement() -> list[dict[str, Any]]:
     return [{"aggregator": z[a], "workers": [z[n] for n in nodes]} for a, nodes in parts]
 
 
+def with_node(actor: Any, workers: list[str]) -> tuple[list[str], str]:
+    """On a learner: the workers' nodes it was given, and its own node."""
+    return workers, str(ray.get_runtime_context().get_node_id())
+
+
 def trained_on(algo_name: str, settings: dict[str, Any]) -> dict[str, list[str]]:
+    """After two records of ``algo_name``: its workers' and learners' zones (the plan read once:
+    an aggregated plan's split has one reader per branch)."""
     algo = get(algo_name)
     config = with_settings(algo.config(), settings)
     plan, actors = algo.build(config)
     probe = (plan | ops.take(2) | ops.window(2) | ops.call_all(actors.workers, node_of)
-             | ops.map(lambda w: w))
-    learner = plan | ops.take(1) | ops.call_all(actors.learner, node_of)
+             | ops.call_all(actors.learner, with_node))
     z = zones()
-    with rxrl.run(ops.zip(probe, learner), "ray", timeout_s=120, start_timeout_s=60) as run:
-        ((workers, learners),) = list(run)
-    return {"workers": [z[n] for n in workers], "learner": [z[n] for n in learners]}
+    with rxrl.run(probe, "ray", timeout_s=120, start_timeout_s=60) as run:
+        (replies,) = list(run)
+    return {"workers": [z[n] for n in replies[0][0]], "learner": [z[n] for _, n in replies]}
 
 
 def main() -> None:

@@ -125,6 +125,34 @@ def test_a_killed_worker_without_restarts_stops_the_run_naming_actor_operator_an
     assert not actors_named("Mortal")
 
 
+def load_weights(worker: Incarnation, t: rxrl.Tagged[tuple[int, str, int, int, bool]]) -> int:
+    """Sent back to the worker a sample came from (through its aggregator): its sample number."""
+    worker.set_weights(t.value[2])
+    return t.value[2]
+
+
+@pytest.mark.parametrize("restarts", [0, 3])
+def test_a_killed_aggregator_stops_the_run_naming_it_and_its_node(restarts: int) -> None:
+    """An aggregator is not restarted, whatever its actors' restart policy: its death ends the
+    run with one ActorError naming the aggregator and its node (its pulls and the driver's
+    requests relayed through it alike), nothing hangs, and no actor of the run is left."""
+    name = f"Aggregated{restarts}"
+    group = rxrl.indexed_actors(Incarnation, 4, name=name)
+    if restarts:
+        group = group.with_restarts(restarts)
+    agg = ops.aggregate(rxrl.from_actors(group, Incarnation.sample),
+                        lambda part: part | ops.gather(tagged=True), num_aggregators=2)
+    plan = agg | ops.gather() | ops.call(group, load_weights, max_in_flight=4)
+    with rxrl.run(plan, "ray", timeout_s=60) as run, pytest.raises(rxrl.ActorError) as e:
+        for i, _ in enumerate(run):
+            if i == 5:
+                kill("aggregator[0]", restart=False)
+    message = str(e.value)
+    assert "aggregator 0 of aggregate(" in message and "on node " in message, message
+    assert "an aggregator is not restarted" in message, message
+    assert not actors_named(name) and not actors_named("aggregator[")
+
+
 class KillAndResume(RuleBasedStateMachine):
     """Any sequence of pulls and kills (even of an actor that is still restarting) leaves the
     output numbered without gaps or repeats, and every life of a worker gap-free."""

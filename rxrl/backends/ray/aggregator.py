@@ -33,7 +33,17 @@ from rxrl.backends.ray.host import (
     status_of,
     unpack,
 )
-from rxrl.backends.ray.members import GroupState, Handle, LocalShard, Member, Pending, RayRequest, Target
+from rxrl.backends.ray.members import (
+    GroupState,
+    Handle,
+    LocalShard,
+    Member,
+    Pending,
+    RayRequest,
+    Target,
+    death_reason,
+    on_node,
+)
 from rxrl.backends.ray.runtime import Options, RayRuntime, ship
 from rxrl.compile import Compiled, Step, lower
 from rxrl.errors import ActorError
@@ -204,6 +214,8 @@ class AggTarget(Target):
         #: its index in its aggregate; its key among the run's aggregators (its actor's name)
         self.index, self.where, self.key = index, where, key
         self.handle: Handle = None
+        #: the id of the node it runs on (known once it is constructed)
+        self.node_id: str | None = None
         #: pulls submitted and not yet read (their choices are recorded when read)
         self.outstanding: dict[int, RayRequest] = {}
 
@@ -223,7 +235,17 @@ class AggTarget(Target):
         """Submit the driver's request to ``member`` through this aggregator."""
         ref = self.handle.relay.remote(member.state.group.key, member.index, header, tuple(values),
                                        both, effect)
-        return Pending(ref, None, member.epoch, both=both and not effect, relayed=True)
+        return Pending(ref, None, member.epoch, both=both and not effect, relayed=True, via=self)
+
+    def recover(self, failed: RayRequest, node: g.Node, cause: BaseException | None) -> None:
+        """An aggregator is not restarted: its death (its process, or its node, lost) ends the
+        run with an ActorError naming it and its node. (Ray's objects belong to the process
+        that made them: the batches it handed on, and the replies of the requests it sent,
+        die with it, so a new one could not take over where it stopped.)"""
+        reason = death_reason(cause) if cause is not None else "it was restarted"
+        raise ActorError(f"{self.where} {on_node(self.node_id)}died while running {node.describe()}: "
+                         f"{reason}; an aggregator is not restarted (its actors' restart policy "
+                         "does not cover it)")
 
 
 class AggRequest(RayRequest):

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import ray
-from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError, RayError
+from ray.exceptions import (
+    ActorDiedError,
+    ActorUnavailableError,
+    GetTimeoutError,
+    OwnerDiedError,
+    RayActorError,
+    RayError,
+)
 
 from rxrl import graph as g
 from rxrl.actors import ActorGroup, Tagged
@@ -69,6 +76,8 @@ class Pending:
     both: bool = False
     #: sent through an aggregator: ``status`` holds the refs of the actor's reply
     relayed: bool = False
+    #: the aggregator it was sent through (its target): it owns the actor's reply refs
+    via: Any = None
 
 
 def raise_failure(f: Failure) -> None:
@@ -143,6 +152,11 @@ class RayRequest(Request):
             raise self.rt.timeout(self.node, self.target.where) from e
         except RayActorError:
             raise
+        except OwnerDiedError as e:  # the reply refs an aggregator handed on died with it
+            if self.p.via is not None:
+                self.p.via.recover(self, self.node, e)
+            raise ActorError(f"{self.target.where} failed while running "
+                             f"{self.node.describe()}: {e}") from e
         except RayError as e:
             raise ActorError(f"{self.target.where} failed while running "
                              f"{self.node.describe()}: {e}") from e
@@ -155,11 +169,13 @@ class RayRequest(Request):
             try:
                 status = self.fetch()
             except RayActorError as e:
+                if self.p.relayed and self.p.via is not None:  # the aggregator died, not the actor
+                    self.p.via.recover(self, self.node, e)
                 self.target.recover(self, self.node, e)
                 continue
             self._seen()
             if self.p.relayed:  # the aggregator sent it on: now wait for the actor's reply
-                self.p = Pending(status[0], status[1], self.p.epoch, both=self.p.both)
+                self.p = Pending(status[0], status[1], self.p.epoch, both=self.p.both, via=self.p.via)
                 continue
             if self.p.both:
                 self.p.local = status
@@ -312,12 +328,12 @@ class Member(Target):
         policy = ("its group has no restart policy (group.with_restarts(n) restarts dead actors)"
                   if self.max_restarts == 0 else
                   f"Ray gave up restarting it (max_restarts={self.max_restarts})")
-        reason = _reason(cause) if cause is not None else "it was restarted"
-        return ActorError(f"actor {self.where} (group built at {group.site}) {_on_node(self.node_id)}died "
+        reason = death_reason(cause) if cause is not None else "it was restarted"
+        return ActorError(f"actor {self.where} (group built at {group.site}) {on_node(self.node_id)}died "
                           f"while running {node.describe()}: {reason}; {policy}")
 
 
-def _on_node(node_id: str | None) -> str:
+def on_node(node_id: str | None) -> str:
     """``"on node <id> (<address>, lost) "`` for a death message: the node an actor ran on, its
     address and whether Ray still counts it alive; empty when unknown."""
     if node_id is None:
@@ -362,7 +378,7 @@ class DriverMember(Member):
                                   f"the object store within timeout_s={timeout} s") from e
         except RayError as e:
             raise ActorError(f"{self.where}: the item it was sent could not be fetched from the "
-                             f"object store: {_reason(e)}") from e
+                             f"object store: {death_reason(e)}") from e
 
     def apply(self, fn_id: int, item: Encoded, both: bool = False) -> Pending:
         return Pending(None, None, local=self.host.apply_both(pack(fn_id, *item[:3]), *self._values(item)))
@@ -372,7 +388,7 @@ class DriverMember(Member):
         return Pending(None, None, local=(status, None))
 
 
-def _reason(cause: BaseException) -> str:
+def death_reason(cause: BaseException) -> str:
     # Ray's actor errors: a headline, tab-indented context (ids, pid, ip), then the reason
     lines = [line.strip() for line in str(cause).splitlines()
              if line.strip() and not line.startswith("\t")]

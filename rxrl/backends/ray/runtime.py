@@ -348,6 +348,7 @@ class RayRuntime(Runtime):
                 raise creation_failure(target.where, "", e) from e
             if isinstance(status, Failure):
                 raise_failure(status)
+            target.node_id = status
 
     def _spec(self, state: GroupState, index: int,
               on_restart: Callable[[Any], object] | None = None) -> MemberSpec:

@@ -78,3 +78,4 @@ aggregate_a_plan = ops.aggregate(plan, concat, num_aggregators=2)  # E: Argument
 body_of_strings = ops.aggregate(rxrl.from_iterables([["a"]]), concat, num_aggregators=1)  # E: Argument 2 to "aggregate" has incompatible type
 body_without_a_plan = ops.aggregate(shards, lambda part: part, num_aggregators=2)  # E: Incompatible return value type
 subset_then_driver_op = shards.subset([0]) | ops.broadcast(good, lambda w, x: None)  # E: No overload variant of "__or__" of "Shards"
+placed_on_a_number = shards.subset_on(3)  # E: Argument 1 to "subset_on" of "Shards" has incompatible type "int"

@@ -136,3 +136,6 @@ counts = rxrl.from_iterables([[1, 2], [3], [4]])
 assert_type(ops.aggregate(counts, part_totals, num_aggregators=2), rxrl.Shards[int])
 assert_type(ops.aggregate(counts.subset([2, 0]), part_totals, num_aggregators=1) | ops.gather(tagged=True),
             rxrl.Plan[rxrl.Tagged[int]])
+assert_type(ops.aggregate(counts, part_totals, placements=["zone=a", rxrl.Placement.parse("zone=b")]),
+            rxrl.Shards[int])
+assert_type(counts.subset_on("zone=a"), rxrl.Shards[int])

@@ -15,12 +15,14 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import rxrl
+from rxrl import ops
 from rxrl.algos import get
 from rxrl.algos.configs import with_settings
 
@@ -80,3 +82,33 @@ def test_placing_a_learner_hosted_on_the_driver_is_refused_in_one_line() -> None
         with_settings(algo.config(), {"placement.learner": "spread"})
     grouped = with_settings(algo.config(), {"placement.learner": "spread", "learner.num_learners": 2})
     assert algo.build(grouped)[1].learner.placement == rxrl.Placement("spread")
+
+
+class Somewhere:
+    """An actor that only says it is up."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def up(self) -> int:
+        return self.index
+
+
+@pytest.mark.timeout(120)
+def test_a_label_no_node_has_is_a_warning_at_once_then_a_timeout(ray_session: None) -> None:
+    """A typo in a label, or a local Ray without labels, is said at once (the actor waits up to
+    ``start_timeout_s`` for such a node to join, as an autoscaler may add one); a label the node
+    has runs without a word (the test session's node: tests/conftest.py ``NODE_LABELS``)."""
+    nowhere = rxrl.indexed_actors(Somewhere, 1, name="Nowhere").placed("zone=nowhere")
+    warned = (r"Nowhere\[0\] is placed on nodes labelled \{'zone': 'nowhere'\}, and no node of this "
+              r"cluster has those labels \(theirs: .*rack=r1")
+    plan = rxrl.from_actors(nowhere, Somewhere.up) | ops.gather()
+    with (pytest.warns(RuntimeWarning, match=warned),
+          pytest.raises(rxrl.WaitTimeoutError, match=r"Nowhere\[0\].*start_timeout_s=1"),
+          rxrl.run(plan, "ray", start_timeout_s=1) as run):
+        next(iter(run))
+    here = rxrl.indexed_actors(Somewhere, 2, name="Here").placed(["rack=r1", "disk=ssd"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with rxrl.run(rxrl.from_actors(here, Somewhere.up) | ops.barrier() | ops.take(1), "ray") as run:
+            assert list(run) == [[0, 1]]

@@ -7,6 +7,7 @@ import itertools
 import re
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -159,13 +160,14 @@ class RayRuntime(Runtime):
         self.closers: list[Callable[[], None]] = []
         #: the placement group of each packed group (`_placement`), by group key
         self._groups_placed: dict[str, Any] = {}
+        #: the node-label sets already looked for among the cluster's nodes (`_look_for`)
+        self._labels_seen: set[tuple[tuple[str, str], ...]] = set()
         self.closed = False
         #: requests submitted and not yet seen complete (by id)
         self.running: dict[int, RayRequest] = {}
         self._stamps = itertools.count(1)
         self._generation = 0
         self._encoded: dict[int, tuple[Any, Encoded]] = {}  # per broadcast: its latest item
-        #: per aggregate sub-plan: its aggregator, the sub-plan and the chain's steps after it
         #: (target, sub-plan, the aggregate's shard steps, its placement or None) per aggregator
         self.aggregators: list[tuple[Any, Step, tuple[g.Node, ...], Placement | None]] = []
 
@@ -322,6 +324,7 @@ class RayRuntime(Runtime):
             options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0,
                                        "name": f"rxrl:{self.run_id}:aggregator[{target.key}]"}
             if where is not None:  # on a node with its placement's labels, as its actors are
+                self._look_for(where.labels, target.where)
                 options["label_selector"] = dict(where.labels)
             elif node_id is not None:  # beside its actors (a soft affinity was seen to pick the
                 # head node when the affinity's node had room; it takes no CPU, so it fits)
@@ -367,6 +370,7 @@ class RayRuntime(Runtime):
         if where is None:
             return
         if where.labels:
+            self._look_for(where.labels, f"{group.name}[{index}]")
             options["label_selector"] = dict(where.labels)
         if where.strategy == "any":
             return
@@ -388,6 +392,24 @@ class RayRuntime(Runtime):
                     f"start_timeout_s={self.options.start_timeout_s} s")
         options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
             pg, placement_group_bundle_index=index)
+
+    def _look_for(self, labels: Mapping[str, str], who: str) -> None:
+        """Warn at once (not after ``start_timeout_s``) when no live node has ``labels``: the
+        actor waits for one to join (an autoscaler may add it), and a typo or a local Ray
+        without labels would otherwise be a silent wait."""
+        key = tuple(sorted(labels.items()))
+        if key in self._labels_seen:
+            return
+        self._labels_seen.add(key)
+        untyped: Any = ray
+        nodes = [n.get("Labels", {}) for n in untyped.nodes() if n["Alive"]]
+        if any(all(node.get(k) == v for k, v in labels.items()) for node in nodes):
+            return
+        have = sorted({f"{k}={v}" for node in nodes for k, v in node.items() if not k.startswith("ray.io/")})
+        warnings.warn(f"{who} is placed on nodes labelled {dict(labels)}, and no node of this "
+                      f"cluster has those labels (theirs: {', '.join(have) or 'none'}): it waits up to "
+                      f"start_timeout_s={self.options.start_timeout_s} s for such a node to join "
+                      "(`ray start --labels KEY=VALUE`)", RuntimeWarning, stacklevel=2)
 
     def _create(self, state: GroupState, index: int) -> Handle:
         group = state.group

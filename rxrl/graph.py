@@ -611,3 +611,9 @@ def actor_indices(node: Node) -> tuple[ActorGroup[Any], tuple[int, ...]] | None:
     if isinstance(node, Unary) and node.local:
         return actor_indices(node.input)
     return None
+
+
+def indices_on(group: ActorGroup[Any], actors: tuple[int, ...], where: Placement) -> tuple[int, ...]:
+    """The positions in ``actors`` (indices of ``group``) of the actors placed on ``where``'s
+    labels (`Shards.subset_on`, ``ops.aggregate(placements=...)``)."""
+    return tuple(j for j, i in enumerate(actors) if group.placement_of(i).within(where))

@@ -432,7 +432,7 @@ def _parts_by_placement(shards: Shards[Any], placements: object, name: str, site
         if p.strategy != "any" or not p.labels:
             raise PlanError(name, site, f"a placement of an aggregator is node labels (KEY=VALUE), got "
                             f"{str(p)!r}")
-        parts.append(tuple(j for j, i in enumerate(actors) if group.placement_of(i).within(p)))
+        parts.append(g.indices_on(group, actors, p))
         if not parts[-1]:
             raise PlanError(name, site, f"no shard's actor is placed on {p}: its aggregator would "
                             "aggregate nothing", "drop that placement, or place actors there")

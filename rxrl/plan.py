@@ -181,7 +181,7 @@ class Shards(Generic[T_co]):
         [[1, 3]]
         """
         from rxrl.errors import call_site
-        from rxrl.graph import actor_indices
+        from rxrl.graph import actor_indices, indices_on
 
         site = call_site()
         name = f"subset_on({placement!r})"
@@ -197,7 +197,7 @@ class Shards(Generic[T_co]):
             raise PlanError(name, site, f"these shards are not one actor group's ({self.node.label})",
                             "take the subset of rxrl.from_actors(...) shards")
         group, actors = found
-        picked = [j for j, i in enumerate(actors) if group.placement_of(i).within(where)]
+        picked = list(indices_on(group, actors, where))
         if not picked:
             placed = sorted({str(group.placement_of(i)) or "any" for i in actors})
             raise PlanError(name, site, f"no actor of {group!r} behind these shards is placed on {where} "

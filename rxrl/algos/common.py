@@ -256,11 +256,10 @@ def check_aggregation(settings: RolloutSettings, num_aggregators: int, aggregate
                          f"num_workers ({settings.num_workers}): an aggregator needs workers")
     if aggregate_by != "placement" or not num_aggregators:
         return
-    each = per_actor(settings.placement.workers)
-    if each is None:
+    distinct = _worker_placements(settings)
+    if distinct is None:
         raise ValueError(f"{name}.aggregate_by='placement' needs a placement per worker: set "
                          "placement.workers to node labels separated by '|' (e.g. 'zone=a|zone=b')")
-    distinct = list(dict.fromkeys(each[i % len(each)] for i in range(settings.num_workers)))
     if num_aggregators != len(distinct):
         raise ValueError(f"{name}.num_aggregators ({num_aggregators}) must be the number of the "
                          f"workers' placements ({len(distinct)}: {', '.join(distinct)}) with "
@@ -270,10 +269,19 @@ def check_aggregation(settings: RolloutSettings, num_aggregators: int, aggregate
 def aggregate_parts(settings: RolloutSettings, num_aggregators: int, aggregate_by: str) -> dict[str, Any]:
     """``ops.aggregate``'s keyword for the parts: ``num_aggregators``, or by placement the
     workers' distinct placements (in the order of ``placement.workers``)."""
-    each = per_actor(settings.placement.workers)
-    if aggregate_by == "placement" and each is not None:
-        return {"placements": list(dict.fromkeys(each[i % len(each)] for i in range(settings.num_workers)))}
+    distinct = _worker_placements(settings)
+    if aggregate_by == "placement" and distinct is not None:
+        return {"placements": distinct}
     return {"num_aggregators": num_aggregators}
+
+
+def _worker_placements(settings: RolloutSettings) -> list[str] | None:
+    """The distinct placements of ``placement.workers`` that some worker gets, in order; None
+    for one placement for all."""
+    each = per_actor(settings.placement.workers)
+    if each is None:
+        return None
+    return list(dict.fromkeys(each[i % len(each)] for i in range(settings.num_workers)))
 
 
 def hosted(learner: ActorGroup[A], settings: RolloutSettings) -> ActorGroup[A]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -29,6 +30,14 @@ class Event:
 
     ``node`` is the operator's occurrence number in the plan (as printed by ``str(plan)``
     with ``ids=True``) and ``op`` its label, e.g. ``window(4)``.
+
+    Events made in another process — the operators of an ``ops.aggregate`` sub-plan, which
+    run on aggregator actors on Ray — are reported by the driver when it reads that
+    aggregator's next item, with ``origin`` naming the aggregator (``aggregator[0]``) and
+    ``at`` the ``time.time()`` at which the event happened there; their ``item``, unless an
+    int, a float, a bool, a string or None, is replaced by its ``repr`` (at most 200
+    characters): batches stay where they are. Events of the driver have ``origin == ""``
+    and ``at is None`` (they happen when reported).
     """
 
     kind: EventKind
@@ -37,8 +46,15 @@ class Event:
     shard: int | None = None
     item: Any = None
     detail: str = ""
+    origin: str = ""
+    at: float | None = None
 
     def __str__(self) -> str:
+        if self.kind in ("wait", "waited"):
+            return f"{self.origin or 'driver'} {self.kind}: {self.detail}"
+        return f"{self.origin}: {self._text()}" if self.origin else self._text()
+
+    def _text(self) -> str:
         where = f"#{self.node} {self.op}" + (f"[{self.shard}]" if self.shard is not None else "")
         if self.kind == "pull":
             return f"{where} pull"
@@ -52,12 +68,18 @@ class Event:
             return f"{where} call {self.detail}({self.item!r})"
         if self.kind in ("sent", "done"):
             return f"{where} request {self.item} {self.kind} ({self.detail})"
-        if self.kind in ("wait", "waited"):
-            return f"driver {self.kind}: {self.detail}"
         return f"{where} emit {self.item!r}"
 
 
 EventSink = Callable[[Event], None]
+
+
+def portable(event: Event, origin: str) -> Event:
+    """``event``, made in process ``origin``, as it is sent to the driver (`Event`)."""
+    item = event.item
+    if not (item is None or type(item) in (int, float, bool, str)):
+        item = repr(item)[:200]
+    return attrs.evolve(event, item=item, origin=origin, at=time.time())
 
 
 def log_events(logger: logging.Logger | None = None, level: int = logging.DEBUG) -> EventSink:

@@ -18,7 +18,11 @@ are made otherwise, so timings cost nothing when off):
 
 Every pull's time lands in exactly one operator's ``busy_s`` or ``waiting_s``, so over all
 operators they add up to the time spent pulling the plan, ``pulling_s`` (per thread in
-``threads``: the driver's, and on the rx backend the actor threads that pull shard chains).
+``threads``: the driver's, on the rx backend the actor threads that pull shard chains, and on
+Ray each aggregator, ``aggregator[k]``, that runs an ``ops.aggregate`` sub-plan: its events
+come with its items, stamped with the time they happened, `rxrl.events.Event`). An operator
+of a sub-plan counts the pulls, items and times of all its aggregators; its
+``max_in_flight`` is the most in flight from one of them, its ``mean_in_flight`` their sum.
 The wall time runs from the first event to `Timings.stop` (actor creation before the first
 pull is not in it).
 
@@ -40,6 +44,23 @@ from rxrl.events import Event
 
 
 @attrs.define
+class _Flight:
+    """Requests of one operator in flight from one process (events in time order)."""
+
+    now: int = 0
+    max: int = 0
+    #: the integral of ``now`` over time, up to ``since``
+    area: float = 0.0
+    since: float = 0.0
+
+    def move(self, at: float, delta: int) -> None:
+        self.area += self.now * (at - self.since)
+        self.since = at
+        self.now += delta
+        self.max = max(self.max, self.now)
+
+
+@attrs.define
 class OperatorTimes:
     """One operator's counts and times (see the module docstring)."""
 
@@ -51,22 +72,31 @@ class OperatorTimes:
     waiting_s: float = 0.0
     sent: int = 0
     done: int = 0
-    max_in_flight: int = 0
-    in_flight: int = 0
-    #: the integral of ``in_flight`` over time, up to ``_since``
-    _area: float = 0.0
+    #: in-flight requests per process that sends them ("" for the driver): an aggregate's
+    #: sub-plan runs in one aggregator per part, each with its own clock of events
+    _flights: dict[str, _Flight] = attrs.Factory(dict)
     _since: float = 0.0
 
-    def flight(self, now: float, delta: int) -> None:
-        """``delta`` more (or fewer) requests in flight from ``now``."""
-        self._area += self.in_flight * (now - self._since)
-        self._since = now
-        self.in_flight += delta
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+    def flight(self, now: float, delta: int, origin: str = "") -> None:
+        """``delta`` more (or fewer) requests in flight from ``now``, sent by ``origin``."""
+        flight = self._flights.get(origin)
+        if flight is None:
+            flight = self._flights[origin] = _Flight(since=self._since)
+        flight.move(now, delta)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight now (from every process)."""
+        return sum(f.now for f in self._flights.values())
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most requests in flight at once from one process."""
+        return max((f.max for f in self._flights.values()), default=0)
 
     def as_dict(self, wall_s: float, now: float) -> dict[str, Any]:
-        """A JSON-ready dict (``mean_in_flight`` over ``wall_s``)."""
-        area = self._area + self.in_flight * (now - self._since)
+        """A JSON-ready dict (``mean_in_flight`` over ``wall_s``, summed over processes)."""
+        area = sum(f.area + f.now * (now - f.since) for f in self._flights.values())
         return {"label": self.label, "pulls": self.pulls, "items": self.items,
                 "not_ready": self.not_ready, "busy_s": round(self.busy_s, 6),
                 "waiting_s": round(self.waiting_s, 6), "sent": self.sent, "done": self.done,
@@ -125,16 +155,19 @@ class Timings:
         self.dropped = 0
         #: time spent pulling the plan, per thread row (top-level pulls only)
         self.threads: dict[str, float] = {}
-        self._stacks: dict[int, list[_Open]] = {}
-        self._waits: dict[int, float] = {}  # a wait outside any pull, by thread
-        self._sent: dict[int, tuple[float, int, str]] = {}
+        #: open pulls and waits outside any pull, by thread (or by origin, `Event.origin`)
+        self._stacks: dict[int | str, list[_Open]] = {}
+        self._waits: dict[int | str, float] = {}
+        self._sent: dict[tuple[str, Any], tuple[float, int, str]] = {}
         self._lock = threading.Lock()
+        #: this clock's reading less ``time.time()``: places the events of other processes
+        self._offset = clock() - time.time()
 
     # ------------------------------------------------------------------------- events
 
     def __call__(self, event: Event) -> None:
         """Take one event (the ``on_event`` callback)."""
-        now = self.clock()
+        now = self.clock() if event.at is None else event.at + self._offset
         with self._lock:
             if self.began is None:
                 self.began = now
@@ -150,10 +183,10 @@ class Timings:
 
     def _pull(self, event: Event, now: float) -> None:
         self._operator(event).pulls += 1
-        self._stacks.setdefault(threading.get_ident(), []).append(_Open(event.node, now))
+        self._stacks.setdefault(_thread(event), []).append(_Open(event.node, now))
 
     def _pulled(self, event: Event, now: float) -> None:
-        stack = self._stacks.get(threading.get_ident())
+        stack = self._stacks.get(_thread(event))
         if not stack or stack[-1].nid != event.node:
             return  # a pull that began before the sink saw it
         top = stack.pop()
@@ -165,7 +198,7 @@ class Timings:
             times.items += 1
         elif event.kind == "not_ready":
             times.not_ready += 1
-        row = _row()
+        row = _row(event)
         if stack:
             stack[-1].inner_s += total
         else:
@@ -174,38 +207,39 @@ class Timings:
                    {"result": event.kind})
 
     def _wait(self, event: Event, now: float) -> None:
-        stack = self._stacks.get(threading.get_ident())
+        stack = self._stacks.get(_thread(event))
         if stack:
             stack[-1].wait_start = now
         else:
-            self._waits[threading.get_ident()] = now
+            self._waits[_thread(event)] = now
 
     def _waited(self, event: Event, now: float) -> None:
-        stack = self._stacks.get(threading.get_ident())
+        stack = self._stacks.get(_thread(event))
         start = None
         if stack and stack[-1].wait_start is not None:
             start, stack[-1].wait_start = stack[-1].wait_start, None
             stack[-1].waiting_s += now - start
         else:
-            start = self._waits.pop(threading.get_ident(), None)
+            start = self._waits.pop(_thread(event), None)
         if start is not None:
-            self._span(f"wait: {event.detail}", "wait", _row(), start, now - start, {})
+            self._span(f"wait: {event.detail}", "wait", _row(event), start, now - start, {})
 
     def _sent_event(self, event: Event, now: float) -> None:
         times = self._operator(event)
-        if event.item not in self._sent:
+        key = (event.origin, event.item)
+        if key not in self._sent:
             times.sent += 1
-            times.flight(now, +1)
-        self._sent[event.item] = (now, event.node, event.detail)
+            times.flight(now, +1, event.origin)
+        self._sent[key] = (now, event.node, event.detail)
 
     def _done(self, event: Event, now: float) -> None:
-        sent = self._sent.pop(event.item, None)
+        sent = self._sent.pop((event.origin, event.item), None)
         if sent is None:
             return
         start, nid, where = sent
         times = self._operator(event)
         times.done += 1
-        times.flight(now, -1)
+        times.flight(now, -1, event.origin)
         actor = self.actors.setdefault(where, ActorTimes())
         begin = max(start, actor.last_done)
         actor.requests += 1
@@ -272,7 +306,14 @@ class Timings:
                 "otherData": {"spans_dropped": self.dropped}}
 
 
-def _row() -> str:
+def _thread(event: Event) -> int | str:
+    """Where ``event``'s pulls nest: the reporting thread, or the process it came from."""
+    return event.origin or threading.get_ident()
+
+
+def _row(event: Event) -> str:
+    if event.origin:
+        return event.origin
     thread = threading.current_thread()
     return "driver" if thread is threading.main_thread() else f"thread {thread.name}"
 

@@ -115,6 +115,53 @@ def test_concurrent_backends_count_each_actor_request_and_the_waits(
     assert all(0 <= a["utilization"] <= 1 for a in actors.values())
 
 
+def test_events_of_another_process_are_placed_by_their_time_on_a_row_of_their_own() -> None:
+    """Events with an ``origin`` (an aggregator's, sent with its items) are timed by their ``at``
+    stamps, not by when the driver reports them, and nest on their own row: an aggregator's
+    pull that began before a driver pull ended does not close it, and its requests in flight
+    are its own (``max_in_flight`` per process, ``mean_in_flight`` summed)."""
+    now = [100.0]
+    timings = Timings(clock=lambda: now[0])
+    wall0 = 100.0 - timings._offset  # the time.time() matching the clock's 100.0
+    E = rxrl.Event
+
+    def remote(kind: Any, node: int, at: float, item: Any = None) -> None:
+        timings(E(kind, node, f"op{node}", None, item, "Worker[0]", "aggregator[0]", wall0 + at))
+
+    timings(E("pull", 0, "op0"))  # the driver pulls #0 at 100
+    remote("pull", 5, 1.0)        # the aggregator pulled #5 at 101 ...
+    remote("sent", 5, 1.5, item=7)
+    remote("sent", 5, 1.5, item=8)
+    remote("done", 5, 2.5, item=7)
+    remote("done", 5, 3.0, item=8)
+    remote("emit", 5, 4.0)        # ... and it emitted at 104
+    now[0] = 110.0
+    timings(E("emit", 0, "op0"))  # the driver's pull took 10 s
+    stats = timings.stats()
+    assert stats["threads"] == {"driver": pytest.approx(10.0), "aggregator[0]": pytest.approx(3.0)}
+    five = stats["operators"]["5"]
+    assert (five["busy_s"], five["waiting_s"], five["items"]) == (pytest.approx(3.0), 0.0, 1)
+    assert five["sent"] == five["done"] == 2 and five["max_in_flight"] == 2
+    assert five["mean_in_flight"] == pytest.approx((1.0 + 1.5) / 10.0)
+    assert stats["actors"]["Worker[0]"]["requests"] == 2
+    rows = {e["args"]["name"] for e in timings.chrome_trace()["traceEvents"] if e["ph"] == "M"}
+    assert {"driver", "aggregator[0]", "Worker[0]"} <= rows
+
+
+def test_an_event_sent_from_another_process_keeps_small_items_and_names_its_origin() -> None:
+    """`rxrl.events.portable`: numbers and strings travel as they are, anything else as its
+    repr (at most 200 characters); the text of the event names where it happened."""
+    from rxrl.events import portable
+
+    sent = portable(rxrl.Event("emit", 3, "window(2)", None, list(range(1000))), "aggregator[1]")
+    assert sent.origin == "aggregator[1]" and sent.at is not None
+    assert isinstance(sent.item, str) and len(sent.item) == 200 and sent.item.startswith("[0, 1, 2")
+    assert portable(rxrl.Event("choice", 4, "gather", None, 2, "[0, 2]"), "x").item == 2
+    assert str(sent).startswith("aggregator[1]: #3 window(2) emit '[0, 1")
+    assert str(portable(rxrl.Event("wait", -1, "", detail="Worker[0]"), "aggregator[1]")) == (
+        "aggregator[1] wait: Worker[0]")
+
+
 def test_without_timings_no_event_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
     """Off (no ``on_event``), a concurrent run reports nothing: no event, request or wait."""
     calls: list[str] = []

@@ -67,8 +67,15 @@ def read_stats(run_dir: str | Path) -> dict[str, Any]:
 def format_stats(doc: dict[str, Any]) -> str:
     """``rxrl show RUN --stats``: the annotated plan, the actors, and where the time went."""
     wall, pulling = float(doc["wall_s"]), float(doc.get("pulling_s", 0.0))
-    lines = [f"{doc['path']} ({doc.get('backend', '?')} backend): wall {wall:.2f} s, the driver "
-             f"pulling the plan {pulling:.2f} s", "", doc["plan"]]
+    threads: dict[str, float] = dict(doc.get("threads") or {"driver": pulling})
+    driver = threads.pop("driver", 0.0)
+    head = (f"{doc['path']} ({doc.get('backend', '?')} backend): wall {wall:.2f} s, the driver "
+            f"pulling the plan {driver:.2f} s")
+    if threads:  # the rx backend's actor threads, Ray's aggregators: each pulls a part too
+        others = (", ".join(f"{row} {s:.2f} s" for row, s in sorted(threads.items()))
+                  if len(threads) <= 4 else f"{len(threads)} more threads {sum(threads.values()):.2f} s")
+        head += f" (and {others})"
+    lines = [head, "", doc["plan"]]
     if doc["actors"]:
         lines += ["", "actors (busy: from when it could start a request to when the driver saw "
                       "it done):"]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import rxrl
 from rxrl import ops
+from rxrl.timings import Timings
 from tests.conformance.harness import (
     EXAMPLES,
     Counter,
@@ -134,6 +135,36 @@ def test_an_error_in_a_sub_plan_names_its_operator(backend: str) -> None:
     with pytest.raises(rxrl.OperatorError, match=r"map\(<lambda>\)") as e:
         collect(agg | ops.gather(), backend)
     assert isinstance(e.value.__cause__, ZeroDivisionError)
+
+
+def test_the_timings_of_a_sub_plan_are_those_of_the_reference(backend: str) -> None:
+    """Law: the operators of an aggregated plan that a backend reports to ``on_event``, those of
+    its sub-plans included, have the reference's items; on Ray each aggregator's events come
+    with its items, on a row of their own (``threads``); the operators' busy and waiting
+    times add up to the pulling time of all rows."""
+    def timed(on: str) -> dict[str, Any]:
+        group = rxrl.indexed_actors(lambda i: Counter(start=100 * i), 4, name="Counter")
+        shards = rxrl.from_actors(group, Counter.next) | ops.take(3)
+        agg = ops.aggregate(shards, lambda part: part | ops.gather(2, tagged=True)
+                            | ops.call(group, tag_back) | ops.window(2), num_aggregators=2)
+        timings = Timings()
+        with rxrl.run(agg | ops.gather(tagged=True), on, on_event=timings) as run:
+            assert sum(len(t.value) for t in run) == 12
+        timings.stop()
+        return timings.stats()
+
+    stats, reference = timed(backend), timed("reference")
+    operators = stats["operators"]
+    assert all(s["items"] == reference["operators"][nid]["items"] for nid, s in operators.items())
+    # the driver's gather, and each sub-plan's gather, call and window (shard-local steps run
+    # inside the actors on Ray, and are not reported there)
+    labels = sorted(s["label"].split("(")[0] for s in operators.values()
+                    if not s["label"].startswith(("from_actors", "take", "aggregate")))
+    assert labels == ["call", "call", "gather", "gather", "gather", "window", "window"]
+    total = sum(s["busy_s"] + s["waiting_s"] for s in stats["operators"].values())
+    assert total == pytest.approx(stats["pulling_s"], abs=1e-4)
+    if backend == "ray":
+        assert {"aggregator[0]", "aggregator[1]"} <= set(stats["threads"])
 
 
 @st.composite

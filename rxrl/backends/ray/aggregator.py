@@ -20,7 +20,7 @@ from ray.exceptions import RayActorError
 
 from rxrl import graph as g
 from rxrl.actors import ActorGroup
-from rxrl.backends.engine.lowering import Steps, driver
+from rxrl.backends.engine.lowering import Steps, driver, observing
 from rxrl.backends.engine.stream import Request, Shard, Stream
 from rxrl.backends.ray.host import (
     END,
@@ -47,6 +47,8 @@ from rxrl.backends.ray.members import (
 from rxrl.backends.ray.runtime import Options, RayRuntime, ship
 from rxrl.compile import Compiled, Step, lower
 from rxrl.errors import ActorError
+from rxrl.events import Event
+from rxrl.events import portable as portable_event
 from rxrl.schedule import Recorder
 
 
@@ -71,6 +73,9 @@ class AggregatorSpec:
     steps: tuple[g.Node, ...]
     parts: dict[str, Part]
     options: Options
+    #: when the driver reports events (``on_event``), the origin the sub-plan's events carry
+    #: (``aggregator[<key>]``, as its actor's name ends); they are then sent to the driver
+    events_as: str | None = None
 
 
 class _Choices(Recorder):
@@ -84,6 +89,21 @@ class _Choices(Recorder):
         self.made.append((point, choice))
 
     def take(self) -> list[tuple[int, int]]:
+        made, self.made = self.made, []
+        return made
+
+
+class _Events:
+    """The events of a sub-plan made since they were last taken (shipped with each answer)."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.made: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        self.made.append(portable_event(event, self.origin))
+
+    def take(self) -> list[Event]:
         made, self.made = self.made, []
         return made
 
@@ -113,7 +133,9 @@ class SubRuntime(RayRuntime):
     """The engine's runtime inside an aggregator: the actors are the driver's, already up."""
 
     def __init__(self, spec: AggregatorSpec) -> None:
-        super().__init__(_Choices(), None, spec.options)
+        #: the sub-plan's events not yet sent (when the driver observes the run)
+        self.events = _Events(spec.events_as) if spec.events_as is not None else None
+        super().__init__(_Choices(), self.events, spec.options)
         for key, part in spec.parts.items():
             state = self.states[key] = GroupState(part.group, part.chains, dict(part.effects))
             state.members = [Member(self, state, i, part.handles[i]) if i in part.handles
@@ -136,7 +158,8 @@ class Aggregator:
         self.broken: Failure | None = None
         self.rt = SubRuntime(spec)
         try:
-            root = lower(Compiled(spec.plan, {}, "", ()), _table(), self.rt, "ray")
+            table = observing(_table()) if spec.events_as is not None else _table()
+            root = lower(Compiled(spec.plan, {}, "", ()), table, self.rt, "ray")
             stream = driver(root)
             for step in spec.steps:
                 stream = Steps(self.rt, step, stream)
@@ -151,11 +174,12 @@ class Aggregator:
         return self.broken or str(ray.get_runtime_context().get_node_id())
 
     @ray.method(num_returns=2)
-    def pull(self) -> tuple[tuple[Any, list[tuple[int, int]]], Any]:
-        """The sub-plan's next item: ``((status, choices made for it), item)``."""
+    def pull(self) -> tuple[tuple[Any, list[tuple[int, int]], list[Event]], Any]:
+        """The sub-plan's next item: ``((status, choices made for it, events), item)`` (the
+        events the sub-plan made since the last pull, when the driver observes the run)."""
         rt = self.rt
         if self.broken is not None:
-            return (self.broken, []), None
+            return (self.broken, [], []), None
         status: Any
         value: Any = None
         try:
@@ -177,7 +201,8 @@ class Aggregator:
             status = self.broken = failure_of(e, self.where)
         recorder = rt.report.recorder
         assert isinstance(recorder, _Choices)
-        return (status, recorder.take()), value
+        events = rt.events.take() if rt.events is not None else []
+        return (status, recorder.take(), events), value
 
     def relay(self, key: str, index: int, header: Header, values: tuple[Any, ...], both: bool,
               effect: bool) -> tuple[Any, Any]:
@@ -266,10 +291,12 @@ class AggRequest(RayRequest):
             self.target.recover(self, self.node, e)
             raise
         self._seen()
-        status, choices = got
-        recorder = self.rt.report.recorder
+        status, choices, events = got
+        report = self.rt.report
         for point, choice in choices:
-            recorder.record(point, choice)
+            report.recorder.record(point, choice)
+        for event in events:
+            report.event(event)
         self.target.settled(self)
         self._status = status
         return status

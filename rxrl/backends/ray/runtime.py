@@ -320,7 +320,8 @@ class RayRuntime(Runtime):
                 handles = {i: state.members[i].handle for i in owned}
                 node_id = node_id or state.members[owned[0]].node_id
                 parts[key] = Part(group, state.chains, dict(state.effects), handles)
-            spec = AggregatorSpec(target.index, target.where, plan, steps, parts, self.options)
+            spec = AggregatorSpec(target.index, target.where, plan, steps, parts, self.options,
+                                  f"aggregator[{target.key}]" if self.report.observing else None)
             options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0,
                                        "name": f"rxrl:{self.run_id}:aggregator[{target.key}]"}
             if where is not None:  # on a node with its placement's labels, as its actors are

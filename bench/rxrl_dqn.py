@@ -4,7 +4,8 @@ The plan is exactly the algorithm's ``plan``; only its config comes from `Matche
 `rxrl_ppo.run_plan`'s: on Ray, Ray is started as ``rxrl train`` starts it, before `rxrl.run`
 (which then reuses it); training time starts once the plan's actors are constructed.
 
-Run alone: ``python bench/rxrl_dqn.py --budget-steps 50000 --seed 0 [--apex] [--backend ray|rx|reference]``.
+Run alone: ``python bench/rxrl_dqn.py --budget-steps 50000 --seed 0 [--apex] [--lean]
+[--backend ray|rx|reference]``.
 """
 
 from __future__ import annotations
@@ -46,12 +47,17 @@ def apex_config(m: d.Matched, seed: int) -> apex.ApeX:
 
 
 def run(m: d.Matched, seed: int, budget_steps: int, backend: str = "ray", use_apex: bool = False,
-        stop_at_target: bool = False) -> s.RunRecord:
-    """Train until `budget_steps` env steps were sampled; return the record of the run."""
-    name = ("rxrl-apex" if use_apex else "rxrl") + ("" if backend == "ray" else f"-{backend}")
+        stop_at_target: bool = False, lean: bool = False) -> s.RunRecord:
+    """Train until `budget_steps` env steps were sampled; return the record of the run
+    (``lean``: DQN's learner and replay in the driver's process)."""
+    name = (("rxrl-apex" if use_apex else "rxrl") + ("-lean" if lean else "")
+            + ("" if backend == "ray" else f"-{backend}"))
     record = s.RunRecord(name, seed, budget_steps, attrs.asdict(m),
                          versions=s.versions(["rxrl", "ray", "torch", "gymnasium", "numpy", "reactivex"]))
-    plan = apex.plan(apex_config(m, seed)) if use_apex else dqn.plan(dqn_config(m, seed))
+    config = dqn_config(m, seed)
+    if lean:
+        config = attrs.evolve(config, learner_placement="driver", replay_placement="driver")
+    plan = apex.plan(apex_config(m, seed)) if use_apex else dqn.plan(config)
     return run_plan(record, plan, backend, lambda r: d.done(r, stop_at_target))
 
 
@@ -60,9 +66,11 @@ def main(argv: list[str]) -> None:
     def arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--backend", default="ray", choices=["ray", "rx", "reference"])
         parser.add_argument("--apex", action="store_true", help="the Ape-X plan")
+        parser.add_argument("--lean", action="store_true",
+                            help="DQN's learner and replay in the driver's process")
 
     d.runner_main(argv, __doc__ or "", lambda a, m: run(m, a.seed, a.budget_steps, a.backend, a.apex,
-                                                        a.stop_at_target), arguments)
+                                                        a.stop_at_target, a.lean), arguments)
 
 
 if __name__ == "__main__":

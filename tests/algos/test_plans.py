@@ -9,8 +9,9 @@ import torch
 
 import rxrl
 from rxrl.algos import ALGORITHMS, get
-from rxrl.algos.common import LearnerPlacement, env_spaces
+from rxrl.algos.common import LearnerPlacement, PlacementSettings, env_spaces
 from rxrl.algos.on_policy import a2c, a3c, ppo
+from rxrl.algos.qlearning.common import QSettings
 
 PPO_SHAPE = """\
 from_actors(RolloutWorker×2, RolloutWorker.sample)  [×2 shards]
@@ -198,3 +199,29 @@ def test_every_algorithm_puts_its_learner_where_learner_placement_says(name: str
         learners = [line for line in text.splitlines() if "Learner×1" in line]
         assert learners, text
         assert any("Learner×1 on the driver" in line for line in learners) is hosted, (placement, text)
+
+
+@pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - {"ddppo"}))
+def test_a_learner_on_the_driver_placed_on_a_node_is_refused_in_one_line(name: str) -> None:
+    """``learner_placement="driver"`` with ``placement.learner`` set would ignore the latter
+    (the Q-learning settings once skipped this check): one line naming both settings."""
+    spec = get(name)
+    with pytest.raises(ValueError, match=r"placement\.learner \('zone=a'\) places a learner actor.*"
+                                         r"set learner_placement=actor too$"):
+        spec.config(learner_placement="driver", placement=PlacementSettings(learner="zone=a"))
+
+
+@pytest.mark.parametrize("name", ["dqn", "apex"])
+def test_the_replay_lives_where_replay_placement_says(name: str) -> None:
+    """``replay_placement="driver"`` hosts the replay shards on the driver (one process fewer
+    each); the plan's text says so; bad values and a node placement beside it are one line."""
+    spec = get(name)
+    settings = type(spec.config())
+    assert issubclass(settings, QSettings)
+    assert "ReplayShard×1 on the driver" not in rxrl.show(spec.plan(settings(), None))
+    assert "on the driver, sample_batches" in rxrl.show(spec.plan(settings(replay_placement="driver"), None))
+    with pytest.raises(ValueError, match=r"\.replay_placement must be one of \['actor', 'driver'\], "
+                                         r"got 'x'$"):
+        settings(replay_placement="x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"places replay actors.*set replay_placement=actor too$"):
+        settings(replay_placement="driver", placement=PlacementSettings(replay="zone=a"))

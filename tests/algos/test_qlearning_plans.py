@@ -102,17 +102,21 @@ def test_apex_samples_stores_trains_and_routes_asynchronously() -> None:
     assert apex.ApeX(num_workers=3).reporting == [2]
 
 
-@pytest.mark.parametrize(("backend", "placement"), [("reference", "actor"), ("rx", "actor"), ("ray", "actor"),
-                                                     ("ray", "driver")])
+@pytest.mark.parametrize(("backend", "placement", "replay"), [
+    ("reference", "actor", "actor"), ("rx", "actor", "actor"), ("ray", "actor", "actor"),
+    ("ray", "driver", "actor"), ("ray", "driver", "driver")])
 @pytest.mark.timeout(180)
 def test_dqn_gives_the_same_records_on_every_backend(backend: str, placement: LearnerPlacement,
+                                                     replay: LearnerPlacement,
                                                      request: pytest.FixtureRequest) -> None:
     """DQN has no choice point (one replay shard, round-robin weights): every backend runs
-    the reference's run, with its learner in a process or on the driver."""
+    the reference's run, with its learner (and its replay) in a process or on the driver."""
     if backend == "ray":
         request.getfixturevalue("ray_session")
     expected, _ = records(dqn.plan(small_dqn()), 12)
-    got, _ = records(dqn.plan(small_dqn(learner_placement=placement)), 12, backend)
+    config = small_dqn(learner_placement=placement, replay_placement=replay)
+    assert ("ReplayShard×1 on the driver" in rxrl.show(dqn.plan(config))) is (replay == "driver")
+    got, _ = records(dqn.plan(config), 12, backend)
     assert identical(got, expected)
     assert got[-1]["train/num_updates"] == 2 and got[-1]["env_steps_trained"] == 12 * 2 * 16
 

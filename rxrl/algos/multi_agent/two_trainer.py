@@ -77,6 +77,7 @@ class TwoTrainer(MultiAgentSettings):
     max_lag: int | None = attrs.field(default=None, validator=optional(int_at_least(1)))
 
     def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
         if not self.dqn_policies or not all(isinstance(p, str) and p for p in self.dqn_policies):
             raise ValueError(f"TwoTrainer.dqn_policies must name at least one policy, "
                              f"got {self.dqn_policies!r}")

@@ -27,6 +27,7 @@ import rxrl
 from rxrl import ops
 from rxrl.actors import ActorGroup
 from rxrl.algos.common import (
+    LearnerPlacement,
     RolloutSettings,
     Start,
     arrays_of,
@@ -36,6 +37,7 @@ from rxrl.algos.common import (
     placed,
     registered_id,
     spaces_of,
+    valid_placement,
     worker_seed,
 )
 from rxrl.plan import Op
@@ -134,9 +136,18 @@ class QSettings(RolloutSettings):
     #: learner calls under way at once (the plans' learner call is pipelined this deep)
     learner_queue: int = attrs.field(default=2, validator=int_at_least(1))
     learner: DQNConfig = attrs.field(factory=DQNConfig, validator=instance_of(DQNConfig))
+    #: where the replay shards live on a distributed backend: ``"actor"``, a process each, or
+    #: ``"driver"``, the driver's own process (`ActorGroup.on_driver`: one process fewer;
+    #: storing and sampling then run on the driver, between its other requests)
+    replay_placement: LearnerPlacement = attrs.field(default="actor", validator=valid_placement)
 
     def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
         refuse_unused(self, _NOT_HERE, "Q-learning", "DQNLearner")
+        if self.replay_placement == "driver" and self.placement.replay != "any":
+            raise ValueError(f"{type(self).__name__}.placement.replay ({self.placement.replay!r}) "
+                             "places replay actors, and the replay is hosted on the driver: set "
+                             "replay_placement=actor too")
 
     @property
     def sample_size(self) -> int:
@@ -418,6 +429,8 @@ def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSche
         learner = hosted(rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQN_LEARNER, config, start)), 1,
                                              name="DQNLearner"), config)
     replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), shards, name="ReplayShard")
+    if config.replay_placement == "driver":
+        replay = replay.on_driver()
     where = config.placement
     return QGroups(placed(workers, where.workers), placed(learner, where.learner),
                    placed(replay, where.replay), start, config.learner_queue)

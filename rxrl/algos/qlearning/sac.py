@@ -82,6 +82,7 @@ class SAC(RolloutSettings):
     learner: SACConfig = attrs.field(factory=SACConfig, validator=instance_of(SACConfig))
 
     def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
         refuse_unused(self, _NOT_HERE, "SAC", "SACLearner")
 
     @property

@@ -30,16 +30,14 @@ own peak).
 Systems (``--systems``): ``rxrl-ppo`` and ``rxrl-dqn`` are ``rxrl train ppo|dqn --env
 CartPole-v1 --steps N --seed S --out DIR`` as a user types it (default Ray backend, 2 rollout
 workers, checkpoints and loggers as by default); ``rxrl-dqn-driver`` the DQN command with
-``--set learner_placement=driver`` (the learner in the driver's process), ``rxrl-dqn-lean``
-with ``--set replay_placement=driver`` too (learner and replay in the driver's process: the
-driver and the two workers), ``rxrl-dqn-rx`` the DQN command on the rx backend (one process,
-a thread per actor); ``cleanrl-ppo``
-(bench/cleanrl_ppo.py),
-``sb3-ppo`` (bench/peer_sb3.py), ``cleanrl-dqn`` (bench/peer_cleanrl_dqn.py: bench/cleanrl_dqn.py
-with the matched settings) and ``sb3-dqn`` (bench/peer_sb3_dqn.py) sample 2 x 8 (PPO) or 2 x 1
-(DQN) envs in one process. Every system trains the same env-step budget (``--budget-steps``;
-none stops at 475), so each holds what it holds at the end of a full run (DQN's replay
-included).
+``--set learner_placement=driver`` (the learner in the driver's process), ``rxrl-dqn-lean`` with
+``--set replay_placement=driver`` too (learner and replay in the driver's process: the driver
+and the two workers), ``rxrl-dqn-rx`` the DQN command on the rx backend (one process, a thread
+per actor); ``cleanrl-ppo`` (bench/cleanrl_ppo.py), ``sb3-ppo`` (bench/peer_sb3.py),
+``cleanrl-dqn`` (bench/peer_cleanrl_dqn.py: bench/cleanrl_dqn.py with the matched settings) and
+``sb3-dqn`` (bench/peer_sb3_dqn.py) sample 2 x 8 (PPO) or 2 x 1 (DQN) envs in one process. Every
+system trains the same env-step budget (``--budget-steps``; none stops at 475), so each holds
+what it holds at the end of a full run (DQN's replay included).
 
 ``--baseline-python`` runs every rxrl system a second time, as ``<system>@baseline``, with
 another interpreter and the rxrl that interpreter imports — e.g. a commit before a change:

@@ -11,11 +11,11 @@ process tree, and the ratios rxrl / peer. Writes ``bench/results/<tag>.json`` an
 
     python bench/dqn_cartpole.py --seeds 0,1,2 --peers sb3,cleanrl,rxrl-reference[,rllib]
 
-Systems: ``rxrl`` (always; `rxrl.algos.qlearning.dqn` on Ray), ``rxrl-reference`` (the same plan on the
-reference backend, one process), ``rxrl-lean`` (on Ray with its learner and replay in the
-driver's process), ``rxrl-rx`` (the rx backend: one process, a thread per actor), ``sb3``
-(bench/peer_sb3_dqn.py), ``cleanrl`` (bench/peer_cleanrl_dqn.py), ``rllib`` (bench/peer_rllib_dqn.py;
-needs RLlib's dependencies).
+Systems: ``rxrl`` (always; `rxrl.algos.qlearning.dqn` on Ray), ``rxrl-reference`` (the same plan on
+the reference backend, one process), ``rxrl-lean`` (on Ray with its learner and replay in the
+driver's process), ``rxrl-replay-driver`` (the replay alone there), ``rxrl-rx`` (the rx backend: one
+process, a thread per actor), ``sb3`` (bench/peer_sb3_dqn.py), ``cleanrl``
+(bench/peer_cleanrl_dqn.py), ``rllib`` (bench/peer_rllib_dqn.py; needs RLlib's dependencies).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ SYSTEMS: dict[str, tuple[str, list[str]]] = {
     "rxrl": ("rxrl_dqn.py", ["--backend", "ray"]),
     "rxrl-reference": ("rxrl_dqn.py", ["--backend", "reference"]),
     "rxrl-lean": ("rxrl_dqn.py", ["--backend", "ray", "--lean"]),
+    "rxrl-replay-driver": ("rxrl_dqn.py", ["--backend", "ray", "--replay-on-driver"]),
     "rxrl-rx": ("rxrl_dqn.py", ["--backend", "rx"]),
     "sb3": ("peer_sb3_dqn.py", []),
     "cleanrl": ("peer_cleanrl_dqn.py", []),

@@ -4,7 +4,7 @@ The plan is exactly the algorithm's ``plan``; only its config comes from `Matche
 `rxrl_ppo.run_plan`'s: on Ray, Ray is started as ``rxrl train`` starts it, before `rxrl.run`
 (which then reuses it); training time starts once the plan's actors are constructed.
 
-Run alone: ``python bench/rxrl_dqn.py --budget-steps 50000 --seed 0 [--apex] [--lean]
+Run alone: ``python bench/rxrl_dqn.py --budget-steps 50000 --seed 0 [--apex] [--lean | --replay-on-driver]
 [--backend ray|rx|reference]``.
 """
 
@@ -47,16 +47,19 @@ def apex_config(m: d.Matched, seed: int) -> apex.ApeX:
 
 
 def run(m: d.Matched, seed: int, budget_steps: int, backend: str = "ray", use_apex: bool = False,
-        stop_at_target: bool = False, lean: bool = False) -> s.RunRecord:
+        stop_at_target: bool = False, lean: bool = False, replay_on_driver: bool = False) -> s.RunRecord:
     """Train until `budget_steps` env steps were sampled; return the record of the run
-    (``lean``: DQN's learner and replay in the driver's process)."""
+    (``lean``: DQN's learner and replay in the driver's process; ``replay_on_driver``: the
+    replay alone)."""
     name = (("rxrl-apex" if use_apex else "rxrl") + ("-lean" if lean else "")
-            + ("" if backend == "ray" else f"-{backend}"))
+            + ("-replay-driver" if replay_on_driver else "") + ("" if backend == "ray" else f"-{backend}"))
     record = s.RunRecord(name, seed, budget_steps, attrs.asdict(m),
                          versions=s.versions(["rxrl", "ray", "torch", "gymnasium", "numpy", "reactivex"]))
     config = dqn_config(m, seed)
     if lean:
         config = attrs.evolve(config, learner_placement="driver", replay_placement="driver")
+    elif replay_on_driver:
+        config = attrs.evolve(config, replay_placement="driver")
     plan = apex.plan(apex_config(m, seed)) if use_apex else dqn.plan(config)
     return run_plan(record, plan, backend, lambda r: d.done(r, stop_at_target))
 
@@ -68,9 +71,12 @@ def main(argv: list[str]) -> None:
         parser.add_argument("--apex", action="store_true", help="the Ape-X plan")
         parser.add_argument("--lean", action="store_true",
                             help="DQN's learner and replay in the driver's process")
+        parser.add_argument("--replay-on-driver", action="store_true",
+                            help="DQN's replay in the driver's process")
 
     d.runner_main(argv, __doc__ or "", lambda a, m: run(m, a.seed, a.budget_steps, a.backend, a.apex,
-                                                        a.stop_at_target, a.lean), arguments)
+                                                        a.stop_at_target, a.lean, a.replay_on_driver),
+                    arguments)
 
 
 if __name__ == "__main__":

@@ -29,15 +29,18 @@ own peak).
 
 Systems (``--systems``): ``rxrl-ppo`` and ``rxrl-dqn`` are ``rxrl train ppo|dqn --env
 CartPole-v1 --steps N --seed S --out DIR`` as a user types it (default Ray backend, 2 rollout
-workers, checkpoints and loggers as by default); ``rxrl-dqn-driver`` the DQN command with
-``--set learner_placement=driver`` (the learner in the driver's process), ``rxrl-dqn-lean`` with
-``--set replay_placement=driver`` too (learner and replay in the driver's process: the driver
-and the two workers), ``rxrl-dqn-rx`` the DQN command on the rx backend (one process, a thread
-per actor); ``cleanrl-ppo`` (bench/cleanrl_ppo.py), ``sb3-ppo`` (bench/peer_sb3.py),
-``cleanrl-dqn`` (bench/peer_cleanrl_dqn.py: bench/cleanrl_dqn.py with the matched settings) and
-``sb3-dqn`` (bench/peer_sb3_dqn.py) sample 2 x 8 (PPO) or 2 x 1 (DQN) envs in one process. Every
-system trains the same env-step budget (``--budget-steps``; none stops at 475), so each holds
-what it holds at the end of a full run (DQN's replay included).
+workers, checkpoints and loggers as by default: DQN's replay on the driver since
+``replay_placement`` is ``auto``); ``rxrl-dqn-actors`` the DQN command with ``--set
+replay_placement=actor`` (learner and replay each in a process, DQN's default before);
+``rxrl-dqn-driver`` with ``--set learner_placement=driver --set replay_placement=actor`` (the
+learner in the driver's process), ``rxrl-dqn-lean`` with ``--set learner_placement=driver --set
+replay_placement=driver`` (learner and replay in the driver's process: the driver and the two
+workers), ``rxrl-dqn-rx`` the DQN command on the rx backend (one process, a thread per actor);
+``cleanrl-ppo`` (bench/cleanrl_ppo.py), ``sb3-ppo`` (bench/peer_sb3.py), ``cleanrl-dqn``
+(bench/peer_cleanrl_dqn.py: bench/cleanrl_dqn.py with the matched settings) and ``sb3-dqn``
+(bench/peer_sb3_dqn.py) sample 2 x 8 (PPO) or 2 x 1 (DQN) envs in one process. Every system
+trains the same env-step budget (``--budget-steps``; none stops at 475), so each holds what it
+holds at the end of a full run (DQN's replay included).
 
 ``--baseline-python`` runs every rxrl system a second time, as ``<system>@baseline``, with
 another interpreter and the rxrl that interpreter imports — e.g. a commit before a change:
@@ -102,7 +105,9 @@ def systems(budget_steps: int, seed: int, workdir: Path, workers: int = 2,
     return {"rxrl-ppo": train("ppo"), "cleanrl-ppo": [py, str(BENCH / "cleanrl_ppo.py"), *steps],
             "sb3-ppo": [py, str(BENCH / "peer_sb3.py"), *steps],
             "rxrl-dqn": train("dqn"),
-            "rxrl-dqn-driver": [*train("dqn"), "--set", "learner_placement=driver"],
+            "rxrl-dqn-driver": [*train("dqn"), "--set", "learner_placement=driver",
+                                "--set", "replay_placement=actor"],
+            "rxrl-dqn-actors": [*train("dqn"), "--set", "replay_placement=actor"],
             "rxrl-dqn-lean": [*train("dqn"), "--set", "learner_placement=driver",
                               "--set", "replay_placement=driver"],
             "rxrl-dqn-rx": [*train("dqn"), "--backend", "rx"],

@@ -12,6 +12,7 @@ from rxrl.algos import ALGORITHMS, get
 from rxrl.algos.common import LearnerPlacement, PlacementSettings, env_spaces
 from rxrl.algos.on_policy import a2c, a3c, ppo
 from rxrl.algos.qlearning.common import QSettings
+from tests.rl.test_cnn import PIXELS_ID
 
 PPO_SHAPE = """\
 from_actors(RolloutWorker×2, RolloutWorker.sample)  [×2 shards]
@@ -214,13 +215,24 @@ def test_a_learner_on_the_driver_placed_on_a_node_is_refused_in_one_line(name: s
 @pytest.mark.parametrize("name", ["dqn", "apex"])
 def test_the_replay_lives_where_replay_placement_says(name: str) -> None:
     """``replay_placement="driver"`` hosts the replay shards on the driver (one process fewer
-    each); the plan's text says so; bad values and a node placement beside it are one line."""
+    each), ``"actor"`` in processes; ``"auto"`` (the default) on the driver for DQN with an MLP
+    Q-network only: Ape-X's shards, image observations (whose frames would pass through the
+    driver) and a ``placement.replay`` keep actors. The plan's text says which; bad values and
+    a node placement beside ``"driver"`` are one line."""
     spec = get(name)
     settings = type(spec.config())
     assert issubclass(settings, QSettings)
-    assert "ReplayShard×1 on the driver" not in rxrl.show(spec.plan(settings(), None))
-    assert "on the driver, sample_batches" in rxrl.show(spec.plan(settings(replay_placement="driver"), None))
-    with pytest.raises(ValueError, match=r"\.replay_placement must be one of \['actor', 'driver'\], "
+
+    def on_driver(config: QSettings) -> bool:
+        return "ReplayShard×" in (text := rxrl.show(spec.plan(config, None))) and \
+            "on the driver, sample_batches" in text
+
+    assert on_driver(settings()) is (name == "dqn")
+    assert on_driver(settings(replay_placement="driver"))
+    assert not on_driver(settings(replay_placement="actor"))
+    assert not on_driver(settings(env=PIXELS_ID))
+    assert not on_driver(settings(placement=PlacementSettings(replay="zone=a")))
+    with pytest.raises(ValueError, match=r"\.replay_placement must be one of \['auto', 'actor', 'driver'\], "
                                          r"got 'x'$"):
         settings(replay_placement="x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"places replay actors.*set replay_placement=actor too$"):

@@ -24,6 +24,7 @@ from rxrl.algos.qlearning.common import (
     EnvSteps,
     Pickled,
     QWorkerFactory,
+    ReplayPlacement,
     ShardFactory,
     learner_state_if_due,
     shard_state_if_due,
@@ -44,14 +45,14 @@ from tests.rl.test_cnn import PIXELS_ID
 
 DQN_SHAPE = """\
 concurrently(mode='round_robin', emit=[0])
-├─ from_actors(ReplayShard×1, sample_batches)  [×1 shards]
+├─ from_actors(ReplayShard×1 on the driver, sample_batches)  [×1 shards]
 │  | gather(max_in_flight=1)
 │  | call(DQNLearner×1, train_on_batches, max_in_flight=2)
 │  | broadcast(QRolloutWorker×2, set_q_weights)
 │  | map(QProgress.observe_trained)
 └─ from_actors(QRolloutWorker×2, QRolloutWorker.sample)  [×2 shards]
    | barrier()
-   | call(ReplayShard×1, store_round)
+   | call(ReplayShard×1 on the driver, store_round)
    | map(QProgress.observe_stored_round)"""
 
 APEX_SHAPE = """\
@@ -103,19 +104,20 @@ def test_apex_samples_stores_trains_and_routes_asynchronously() -> None:
 
 
 @pytest.mark.parametrize(("backend", "placement", "replay"), [
-    ("reference", "actor", "actor"), ("rx", "actor", "actor"), ("ray", "actor", "actor"),
-    ("ray", "driver", "actor"), ("ray", "driver", "driver")])
+    ("reference", "actor", "auto"), ("rx", "actor", "auto"), ("ray", "actor", "auto"),
+    ("ray", "actor", "actor"), ("ray", "driver", "actor"), ("ray", "driver", "driver")])
 @pytest.mark.timeout(180)
 def test_dqn_gives_the_same_records_on_every_backend(backend: str, placement: LearnerPlacement,
-                                                     replay: LearnerPlacement,
+                                                     replay: ReplayPlacement,
                                                      request: pytest.FixtureRequest) -> None:
     """DQN has no choice point (one replay shard, round-robin weights): every backend runs
-    the reference's run, with its learner (and its replay) in a process or on the driver."""
+    the reference's run, with its learner (and its replay) in a process or on the driver
+    (``"auto"``: CartPole's replay on the driver)."""
     if backend == "ray":
         request.getfixturevalue("ray_session")
     expected, _ = records(dqn.plan(small_dqn()), 12)
     config = small_dqn(learner_placement=placement, replay_placement=replay)
-    assert ("ReplayShard×1 on the driver" in rxrl.show(dqn.plan(config))) is (replay == "driver")
+    assert ("ReplayShard×1 on the driver" in rxrl.show(dqn.plan(config))) is (replay != "actor")
     got, _ = records(dqn.plan(config), 12, backend)
     assert identical(got, expected)
     assert got[-1]["train/num_updates"] == 2 and got[-1]["env_steps_trained"] == 12 * 2 * 16
@@ -346,8 +348,8 @@ def no_probes(_: Snapshot) -> list[bool]:
 @pytest.mark.timeout(300)
 def test_dqn_on_ray_runs_workers_and_a_shard_that_never_import_torch(ray_session: None) -> None:
     """A DQN run on Ray with checkpoint records (the learner's state passing the shard): its
-    workers' and shard's processes have no torch."""
-    config = small_dqn()
+    workers' and shard's processes have no torch (the shard in a process of its own)."""
+    config = small_dqn(replay_placement="actor")
     g = dqn.groups(config)
     clock = CheckpointClock(every=32, final=10**6)
     plan = (dqn.plan(config, g) | ops.map(clock.mark) | snapshot(1)(g)

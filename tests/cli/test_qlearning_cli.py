@@ -159,4 +159,4 @@ def test_the_checkpoint_step_reads_as_far_ahead_as_the_learner_is_pipelined(queu
     shown = rxrl.show(training_plan(algo, DQN(learner_queue=queue), None, CheckpointClock(25_000, 100_000)))
     ahead = f", max_in_flight={queue}" if queue > 1 else ""
     assert f"call(DQNLearner×1, learner_state_if_due{ahead})" in shown, shown
-    assert "call(ReplayShard×1, shard_state_if_due, route=Fixed(index=0))" in shown, shown
+    assert "call(ReplayShard×1 on the driver, shard_state_if_due, route=Fixed(index=0))" in shown, shown

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeAlias, TypeVar, get_args
 
 import attrs
 import gymnasium as gym
@@ -27,7 +27,6 @@ import rxrl
 from rxrl import ops
 from rxrl.actors import ActorGroup
 from rxrl.algos.common import (
-    LearnerPlacement,
     RolloutSettings,
     Start,
     arrays_of,
@@ -37,7 +36,6 @@ from rxrl.algos.common import (
     placed,
     registered_id,
     spaces_of,
-    valid_placement,
     worker_seed,
 )
 from rxrl.plan import Op
@@ -113,6 +111,16 @@ def refuse_unused(config: RolloutSettings, not_here: Mapping[str, str], family: 
         raise ValueError(f"{name}.learner_device must be 'cpu': {learner} trains on the CPU")
 
 
+
+#: where a Q-learning plan's replay shards live (`QSettings.replay_placement`)
+ReplayPlacement = Literal["auto", "actor", "driver"]
+
+
+def _valid_replay_placement(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if value not in get_args(ReplayPlacement):
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be one of "
+                         f"{list(get_args(ReplayPlacement))}, got {value!r}")
+
 @attrs.frozen(kw_only=True)
 class QSettings(RolloutSettings):
     """Settings of the Q-learning plans (the env, seed and worker counts are `RolloutSettings`').
@@ -136,10 +144,15 @@ class QSettings(RolloutSettings):
     #: learner calls under way at once (the plans' learner call is pipelined this deep)
     learner_queue: int = attrs.field(default=2, validator=int_at_least(1))
     learner: DQNConfig = attrs.field(factory=DQNConfig, validator=instance_of(DQNConfig))
-    #: where the replay shards live on a distributed backend: ``"actor"``, a process each, or
+    #: where the replay shards live on a distributed backend: ``"actor"``, a process each;
     #: ``"driver"``, the driver's own process (`ActorGroup.on_driver`: one process fewer;
-    #: storing and sampling then run on the driver, between its other requests)
-    replay_placement: LearnerPlacement = attrs.field(default="actor", validator=valid_placement)
+    #: storing and sampling then run on the driver, between its other requests); ``"auto"``:
+    #: the driver where `auto_replay_on_driver` says so (DQN with an MLP Q-network: the
+    #: transitions are small), else actors (images would pass through the driver)
+    replay_placement: ReplayPlacement = attrs.field(default="auto", validator=_valid_replay_placement)
+    #: whether ``replay_placement="auto"`` may host the replay on the driver (DQN: yes;
+    #: Ape-X, whose shards sample concurrently with the driver's routing: no)
+    auto_replay_on_driver: ClassVar[bool] = False
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -413,6 +426,18 @@ class Stateful(Protocol):
         ...
 
 
+def replay_on_driver(config: QSettings) -> bool:
+    """Whether ``config``'s replay shards are hosted on the driver: ``replay_placement``, with
+    ``"auto"`` resolved (the driver for a settings class with `auto_replay_on_driver`, an MLP
+    Q-network and no ``placement.replay``; measured in docs/benchmarks.md, "Memory")."""
+    if config.replay_placement != "auto":
+        return config.replay_placement == "driver"
+    if not type(config).auto_replay_on_driver or config.placement.replay != "any":
+        return False
+    observation = spaces_of(registered_id(config.env), config.env_kwargs).observation
+    return resolve_trunk(config.learner.q_net.trunk, observation, "learner.q_net.trunk") == "mlp"
+
+
 def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSchedule],
                   start: Start | None, shards: int = 1) -> DQNGroups:
     """``num_workers`` workers (``epsilon(i)`` each), a `DQNLearner` and ``shards`` replay shards."""
@@ -429,7 +454,7 @@ def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSche
         learner = hosted(rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQN_LEARNER, config, start)), 1,
                                              name="DQNLearner"), config)
     replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), shards, name="ReplayShard")
-    if config.replay_placement == "driver":
+    if replay_on_driver(config):
         replay = replay.on_driver()
     where = config.placement
     return QGroups(placed(workers, where.workers), placed(learner, where.learner),
@@ -568,7 +593,7 @@ __all__ = [
     "Q_STATE",
     "refuse_unused",
     "DQN_LEARNER", "PACKED", "DQNGroups", "EnvSteps", "Fixed", "PackedState", "Pickled", "QGroups",
-    "QSettings",
+    "QSettings", "ReplayPlacement", "replay_on_driver",
     "QWorkerFactory", "ReplayLearnerFactory", "ReplaySettings", "ShardFactory", "Stateful", "check",
     "arrays_for_workers", "check_replay", "replay_start", "resumed",
     "env_spaces_of", "greedy", "greedy_module", "learner_state_if_due", "load_q_network", "make_q_groups",

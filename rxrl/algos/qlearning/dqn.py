@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import attrs
 
@@ -58,6 +58,9 @@ class DQN(QSettings):
     up to k - 1 calls older. The run stays a function of the seed (the pipeline's order is
     fixed: docs/semantics.md).
     """
+
+    #: ``replay_placement="auto"`` hosts the replay on the driver for an MLP Q-network
+    auto_replay_on_driver: ClassVar[bool] = True
 
     exploration_steps: int = attrs.field(default=100_000, validator=int_at_least(1))
     learner: DQNConfig = attrs.field(default=LEARNER, validator=instance_of(DQNConfig))

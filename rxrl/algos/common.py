@@ -122,10 +122,20 @@ def episode_metric_names(settings: object) -> tuple[str, ...]:
 LearnerDevice = Literal["cpu", "cuda", "auto"]
 
 
-def _device(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
-    if value not in get_args(LearnerDevice):
-        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be one of "
-                         f"{list(get_args(LearnerDevice))}, got {value!r}")
+def one_of(choices: Any) -> Callable[[Any, attrs.Attribute[str], str], None]:
+    """An attrs validator: the value is one of the ``Literal`` type ``choices``' values; the
+    error names the field and lists them (``DQN.replay_placement must be one of [...]``)."""
+    allowed = list(get_args(choices))
+
+    def validate(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
+        if value not in allowed:
+            raise ValueError(f"{type(inst).__name__}.{attribute.name} must be one of {allowed}, "
+                             f"got {value!r}")
+
+    return validate
+
+
+_device = one_of(LearnerDevice)
 
 
 def is_positive(value: Any) -> bool:
@@ -151,11 +161,18 @@ def _gpus(inst: Any, attribute: attrs.Attribute[float], value: float) -> None:
 LearnerPlacement = Literal["actor", "driver"]
 
 
-def valid_placement(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
-    """attrs validator of a `LearnerPlacement`."""
-    if value not in get_args(LearnerPlacement):
-        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be one of "
-                         f"{list(get_args(LearnerPlacement))}, got {value!r}")
+#: attrs validator of a `LearnerPlacement`
+valid_placement = one_of(LearnerPlacement)
+
+
+def refuse_placed_on_driver(settings: Any, role: str, on_driver: bool) -> None:
+    """A ValueError when ``role``'s actors are hosted on the driver (``on_driver``, from its
+    ``<role>_placement``) and ``settings.placement.<role>`` also places them on nodes, which
+    would be ignored: one line naming both settings."""
+    where = getattr(settings.placement, role)
+    if on_driver and where != "any":
+        raise ValueError(f"{type(settings).__name__}.placement.{role} ({where!r}) places {role} actors, "
+                         f"and the {role} is hosted on the driver: set {role}_placement=actor too")
 
 
 def device_of(settings: RolloutSettings) -> str:
@@ -353,10 +370,7 @@ class RolloutSettings:
 
     def __attrs_post_init__(self) -> None:
         grouped = int(getattr(getattr(self, "learner", None), "num_learners", 1)) > 1
-        if self.learner_placement == "driver" and self.placement.learner != "any" and not grouped:
-            raise ValueError(f"{type(self).__name__}.placement.learner ({self.placement.learner!r}) "
-                             "places a learner actor, and this learner is hosted on the driver: "
-                             "set learner_placement=actor too")
+        refuse_placed_on_driver(self, "learner", self.learner_placement == "driver" and not grouped)
         length = self.policy.sequence_length
         if length is not None and self.fragment_length % length:
             raise ValueError(f"{type(self).__name__}.policy.sequence_length ({length}) must divide "
@@ -748,7 +762,8 @@ __all__ = [
     "episode_metric_names",
     "WORKER_KEYS", "device_of", "float_in", "for_workers", "instance_of", "int_at_least", "join_rounds",
     "AggregateBy", "aggregate_parts", "check_aggregation", "hosted", "make_groups", "per_actor",
-    "is_positive", "optional", "positive", "valid_placement", "registered_id", "rows", "spaces_of",
+    "is_positive", "one_of", "optional", "positive", "refuse_placed_on_driver",
+    "valid_placement", "registered_id", "rows", "spaces_of",
     "worker_seed",
     "set_learning_rate", "set_weights", "torch_free_workers", "torch_workers", "train_and_get_weights",
     "times", "train_on_fragments", "TrainsOnSequences", "train_on_sequences",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -207,7 +208,7 @@ def test_a_learner_on_the_driver_placed_on_a_node_is_refused_in_one_line(name: s
     """``learner_placement="driver"`` with ``placement.learner`` set would ignore the latter
     (the Q-learning settings once skipped this check): one line naming both settings."""
     spec = get(name)
-    with pytest.raises(ValueError, match=r"placement\.learner \('zone=a'\) places a learner actor.*"
+    with pytest.raises(ValueError, match=r"placement\.learner \('zone=a'\) places learner actors.*"
                                          r"set learner_placement=actor too$"):
         spec.config(learner_placement="driver", placement=PlacementSettings(learner="zone=a"))
 
@@ -224,8 +225,7 @@ def test_the_replay_lives_where_replay_placement_says(name: str) -> None:
     assert issubclass(settings, QSettings)
 
     def on_driver(config: QSettings) -> bool:
-        return "ReplayShard×" in (text := rxrl.show(spec.plan(config, None))) and \
-            "on the driver, sample_batches" in text
+        return re.search(r"ReplayShard×\d+ on the driver", rxrl.show(spec.plan(config, None))) is not None
 
     assert on_driver(settings()) is (name == "dqn")
     assert on_driver(settings(replay_placement="driver"))
@@ -235,5 +235,6 @@ def test_the_replay_lives_where_replay_placement_says(name: str) -> None:
     with pytest.raises(ValueError, match=r"\.replay_placement must be one of \['auto', 'actor', 'driver'\], "
                                          r"got 'x'$"):
         settings(replay_placement="x")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"places replay actors.*set replay_placement=actor too$"):
+    with pytest.raises(ValueError, match=r"placement\.replay \('zone=a'\) places replay actors.*"
+                                         r"set replay_placement=actor too$"):
         settings(replay_placement="driver", placement=PlacementSettings(replay="zone=a"))

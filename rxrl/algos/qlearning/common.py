@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeAlias, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 import attrs
 import gymnasium as gym
@@ -33,7 +33,9 @@ from rxrl.algos.common import (
     hosted,
     instance_of,
     int_at_least,
+    one_of,
     placed,
+    refuse_placed_on_driver,
     registered_id,
     spaces_of,
     worker_seed,
@@ -111,15 +113,9 @@ def refuse_unused(config: RolloutSettings, not_here: Mapping[str, str], family: 
         raise ValueError(f"{name}.learner_device must be 'cpu': {learner} trains on the CPU")
 
 
-
 #: where a Q-learning plan's replay shards live (`QSettings.replay_placement`)
 ReplayPlacement = Literal["auto", "actor", "driver"]
 
-
-def _valid_replay_placement(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
-    if value not in get_args(ReplayPlacement):
-        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be one of "
-                         f"{list(get_args(ReplayPlacement))}, got {value!r}")
 
 @attrs.frozen(kw_only=True)
 class QSettings(RolloutSettings):
@@ -149,7 +145,7 @@ class QSettings(RolloutSettings):
     #: storing and sampling then run on the driver, between its other requests); ``"auto"``:
     #: the driver where `auto_replay_on_driver` says so (DQN with an MLP Q-network: the
     #: transitions are small), else actors (images would pass through the driver)
-    replay_placement: ReplayPlacement = attrs.field(default="auto", validator=_valid_replay_placement)
+    replay_placement: ReplayPlacement = attrs.field(default="auto", validator=one_of(ReplayPlacement))
     #: whether ``replay_placement="auto"`` may host the replay on the driver (DQN: yes;
     #: Ape-X, whose shards sample concurrently with the driver's routing: no)
     auto_replay_on_driver: ClassVar[bool] = False
@@ -157,10 +153,7 @@ class QSettings(RolloutSettings):
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         refuse_unused(self, _NOT_HERE, "Q-learning", "DQNLearner")
-        if self.replay_placement == "driver" and self.placement.replay != "any":
-            raise ValueError(f"{type(self).__name__}.placement.replay ({self.placement.replay!r}) "
-                             "places replay actors, and the replay is hosted on the driver: set "
-                             "replay_placement=actor too")
+        refuse_placed_on_driver(self, "replay", self.replay_placement == "driver")
 
     @property
     def sample_size(self) -> int:
@@ -250,10 +243,10 @@ def arrays_for_workers(start: Start | None) -> Start | None:
     return Start(arrays_of(slim.learner_state), slim.reseed)
 
 
-def _mlp_workers(factory: QWorkerFactory) -> bool:
-    s = factory.settings
-    observation = spaces_of(registered_id(s.env), s.env_kwargs).observation
-    return resolve_trunk(s.learner.q_net.trunk, observation, "learner.q_net.trunk") == "mlp"
+def mlp_q_network(settings: QSettings) -> bool:
+    """Whether ``settings``' Q-network has an MLP trunk (vector observations), not a CNN."""
+    observation = spaces_of(registered_id(settings.env), settings.env_kwargs).observation
+    return resolve_trunk(settings.learner.q_net.trunk, observation, "learner.q_net.trunk") == "mlp"
 
 
 def _initial_weights(factory: QWorkerFactory) -> InitialWeights | None:
@@ -283,7 +276,8 @@ class QWorkerFactory:
     start: Start | None = attrs.field(default=None, converter=arrays_for_workers)
     #: whether the workers never import torch (`rxrl.training.setup.ray_init_options` then
     #: leaves torch out of the Ray worker processes' preloaded modules): an MLP Q-network's
-    torch_free: bool = attrs.field(init=False, default=attrs.Factory(_mlp_workers, takes_self=True))
+    torch_free: bool = attrs.field(
+        init=False, default=attrs.Factory(lambda f: mlp_q_network(f.settings), takes_self=True))
     #: a new run's torch-free workers' initial weights (None: from the checkpoint, or torch's)
     initial: InitialWeights | None = attrs.field(
         init=False, eq=False, repr=False, default=attrs.Factory(_initial_weights, takes_self=True))
@@ -432,10 +426,7 @@ def replay_on_driver(config: QSettings) -> bool:
     Q-network and no ``placement.replay``; measured in docs/benchmarks.md, "Memory")."""
     if config.replay_placement != "auto":
         return config.replay_placement == "driver"
-    if not type(config).auto_replay_on_driver or config.placement.replay != "any":
-        return False
-    observation = spaces_of(registered_id(config.env), config.env_kwargs).observation
-    return resolve_trunk(config.learner.q_net.trunk, observation, "learner.q_net.trunk") == "mlp"
+    return type(config).auto_replay_on_driver and config.placement.replay == "any" and mlp_q_network(config)
 
 
 def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSchedule],
@@ -593,7 +584,7 @@ __all__ = [
     "Q_STATE",
     "refuse_unused",
     "DQN_LEARNER", "PACKED", "DQNGroups", "EnvSteps", "Fixed", "PackedState", "Pickled", "QGroups",
-    "QSettings", "ReplayPlacement", "replay_on_driver",
+    "QSettings", "ReplayPlacement", "mlp_q_network", "replay_on_driver",
     "QWorkerFactory", "ReplayLearnerFactory", "ReplaySettings", "ShardFactory", "Stateful", "check",
     "arrays_for_workers", "check_replay", "replay_start", "resumed",
     "env_spaces_of", "greedy", "greedy_module", "learner_state_if_due", "load_q_network", "make_q_groups",

@@ -18,6 +18,7 @@ from rxrl.errors import (
     DeadlockError,
     OperatorError,
     PlanError,
+    RestartWarning,
     RxrlError,
     ScheduleError,
     WaitTimeoutError,
@@ -40,7 +41,8 @@ _aliases.install()  # old module paths (`rxrl._aliases.MOVED`) keep importing
 
 __all__ = [
     "NOT_READY", "ActorError", "ActorGroup", "Backend", "Callback", "Collect", "DeadlockError", "Event",
-    "LocalOp", "NotReady", "Op", "OperatorError", "Placement", "Plan", "PlanError", "Run", "RxrlError",
+    "LocalOp", "NotReady", "Op", "OperatorError", "Placement", "Plan", "PlanError", "RestartWarning",
+    "Run", "RxrlError",
     "Schedule", "ScheduleError", "Shards", "Tagged", "Trace", "TrainResult", "Trainer",
     "WaitTimeoutError", "actors",
     "from_actors", "from_iterable", "from_iterables", "from_observable", "indexed_actors",

@@ -59,6 +59,12 @@ class ActorError(RxrlError, RuntimeError):
     """An actor could not be created, or died; the message names the group and the index."""
 
 
+class RestartWarning(RuntimeWarning):
+    """An actor of a run died and the run goes on with it restarted (or an aggregator made
+    again): the warning names it, what it was running, why it died, where it runs now and how
+    many restarts of its allowance it has used."""
+
+
 class WaitTimeoutError(RxrlError, TimeoutError):
     """A concurrent run waited longer than its ``timeout_s`` for an actor, a shard or an input;
     the message names the operator and what it waited for."""

@@ -4,8 +4,10 @@ The head (the driver; IMPALA's learner, placed there by the label ``zone=head``)
 nodes labelled ``zone=w`` (the rollout workers' placement). After a few iterations the node of
 rollout worker 0 is removed (its raylet killed); the workers have restarts
 (``rxrl.Trainer(..., worker_restarts=...)``), so those on the lost node come back on the other
-worker node and the run finishes its budget there. Prints one JSON line per algorithm: the
-records' counters, the nodes before and after, the run's status.
+worker node and the run finishes its budget there. The third run, IMPALA with an aggregator
+beside each worker, loses the aggregators on that node: they are made again beside their
+workers. Prints one JSON line per algorithm: the records' counters, the nodes before and after,
+the live aggregators, the run's status.
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ def worker_nodes() -> list[str]:
     return [node for _, node in named]
 
 
+def aggregators() -> list[str]:
+    """The names of the live aggregator actors (``rxrl:<run>:[<life>:]aggregator[<k>]``)."""
+    from ray._private import state
+
+    table: Any = state.actors()
+    return sorted(str(a["Name"]).split(":", 2)[2] for a in table.values()
+                  if a["State"] == "ALIVE" and "aggregator[" in str(a.get("Name")))
+
+
 def train(cluster: Any, algo: str, settings: dict[str, Any], steps: int) -> dict[str, Any]:
     """Train ``algo`` across the cluster; remove the node of worker 0 after 3 records."""
     records: list[tuple[int, int]] = []
@@ -46,10 +57,12 @@ def train(cluster: Any, algo: str, settings: dict[str, Any], steps: int) -> dict
                              address=cluster.address, worker_restarts=3, handle_signals=False,
                              loggers=["csv"], seed=0)
         after: list[str] = []
+        live_aggregators: list[str] = []
         for record in trainer:
             records.append((record.env_steps_sampled, record.env_steps_trained))
             if removed:
                 after = worker_nodes()  # where the workers are at the last record
+                live_aggregators = aggregators()
             if len(records) == 3:
                 before = worker_nodes()
                 removed = before[0]
@@ -58,6 +71,7 @@ def train(cluster: Any, algo: str, settings: dict[str, Any], steps: int) -> dict
         result = trainer.close()
     untyped: Any = ray
     return {"records": records, "before": before, "removed": removed, "after": after,
+            "aggregators": live_aggregators,
             "status": result.status, "alive": sorted(n["NodeID"] for n in untyped.nodes() if n["Alive"])}
 
 
@@ -76,7 +90,11 @@ def main() -> None:
         cluster.add_node(num_cpus=2, labels={"zone": "w"})  # two worker nodes again
         impala = train(cluster, "impala", {**common, "train_batch_size": 128,
                                            "placement.learner": "zone=head"}, steps=64 * 24)
-        print(json.dumps({"ppo": ppo, "impala": impala}))
+        cluster.add_node(num_cpus=2, labels={"zone": "w"})
+        # an aggregator per worker, beside it: the lost node takes aggregator 0 with worker 0
+        aggregated = train(cluster, "impala", {**common, "train_batch_size": 128, "num_aggregators": 2,
+                                               "placement.learner": "zone=head"}, steps=64 * 24)
+        print(json.dumps({"ppo": ppo, "impala": impala, "impala_aggregated": aggregated}))
     finally:
         ray.shutdown()
         cluster.shutdown()

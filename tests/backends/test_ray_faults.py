@@ -94,7 +94,9 @@ def test_a_killed_worker_is_restarted_brought_up_to_date_and_the_run_carries_on(
             else shards | ops.barrier() | ops.flat_map(lambda batch: batch))
     plan = flat | numbered() | ops.broadcast(group, lambda w, n_item: w.set_weights(n_item[0]))
     out: list[tuple[int, Any]] = []
-    with rxrl.run(plan, "ray", timeout_s=60) as run:
+    with (pytest.warns(rxrl.RestartWarning, match=rf"actor {name}\[1\] died while running .* runs again "
+                       r"on node \w+ .*\(restart 1 of 3\) and the run goes on"),
+          rxrl.run(plan, "ray", timeout_s=60) as run):
         for n, sample in run:
             out.append((n, sample))
             if n == 6:
@@ -131,15 +133,12 @@ def load_weights(worker: Incarnation, t: rxrl.Tagged[tuple[int, str, int, int, b
     return t.value[2]
 
 
-@pytest.mark.parametrize("restarts", [0, 3])
-def test_a_killed_aggregator_stops_the_run_naming_it_and_its_node(restarts: int) -> None:
-    """An aggregator is not restarted, whatever its actors' restart policy: its death ends the
+def test_a_killed_aggregator_of_actors_without_restarts_stops_the_run_naming_it_and_its_node() -> None:
+    """An aggregator whose actors have no restart policy is not made again: its death ends the
     run with one ActorError naming the aggregator and its node (its pulls and the driver's
     requests relayed through it alike), nothing hangs, and no actor of the run is left."""
-    name = f"Aggregated{restarts}"
+    name = "Aggregated"
     group = rxrl.indexed_actors(Incarnation, 4, name=name)
-    if restarts:
-        group = group.with_restarts(restarts)
     agg = ops.aggregate(rxrl.from_actors(group, Incarnation.sample),
                         lambda part: part | ops.gather(tagged=True), num_aggregators=2)
     plan = agg | ops.gather() | ops.call(group, load_weights, max_in_flight=4)
@@ -149,7 +148,54 @@ def test_a_killed_aggregator_stops_the_run_naming_it_and_its_node(restarts: int)
                 kill("aggregator[0]", restart=False)
     message = str(e.value)
     assert "aggregator 0 of aggregate(" in message and "on node " in message, message
-    assert "an aggregator is not restarted" in message, message
+    assert "its actors have no restart policy" in message, message
+    assert not actors_named(name) and not actors_named("aggregator[")
+
+
+def loaded(worker: Incarnation, t: rxrl.Tagged[tuple[int, str, int, int, bool]]
+           ) -> tuple[int, str, int, int, bool]:
+    """``load_weights``, answering with the sample itself."""
+    load_weights(worker, t)
+    return t.value
+
+
+def test_a_killed_aggregator_is_made_again_and_the_run_carries_on_counting_no_sample_twice() -> None:
+    """When its actors may restart, a dead aggregator is made again over them: the run goes on
+    without an error, its workers' samples keep coming (none twice, each worker's in order;
+    those it had taken and not handed on are lost with it), and the driver's calls relayed
+    through it reach them through the new one (the weights they load keep moving on); a
+    RestartWarning says so."""
+    name = "Revived"
+    group = rxrl.indexed_actors(Incarnation, 4, name=name).with_restarts(2)
+    agg = ops.aggregate(rxrl.from_actors(group, Incarnation.sample),
+                        lambda part: part | ops.gather(tagged=True), num_aggregators=2)
+    plan = agg | ops.gather() | ops.call(group, loaded, max_in_flight=4)
+    out: list[tuple[int, str, int, int, bool]] = []
+    made_again: list[str] = []
+    with (pytest.warns(rxrl.RestartWarning, match=r"aggregator 0 of aggregate\(.* runs again on node "
+                       r"\w+ .*\(restart 1 of 2\)"),
+          rxrl.run(plan, "ray", timeout_s=60) as run):
+        for i, sample in enumerate(run):
+            out.append(sample)
+            if i == 5:
+                kill("aggregator[0]", restart=False)
+                killed_at = len(out)
+            after = [s[0] for s in out[killed_at:]] if i >= 5 else []
+            if all(after.count(w) >= 4 for w in range(4)):
+                made_again = actors_named(":1:aggregator[0]")
+                break
+    assert made_again, "no new aggregator 0"
+    keys = [(index, life, seq) for index, life, seq, _, _ in out]
+    assert len(set(keys)) == len(keys)  # no sample twice
+    for w in range(4):
+        mine = [s for s in out if s[0] == w]
+        assert len({s[1] for s in mine}) == 1  # the workers outlived their aggregator
+        seqs = [s[2] for s in mine]
+        assert seqs == sorted(seqs)
+        # the weights a worker holds are those of a sample it handed on: through the new
+        # aggregator too (its latest samples carry weights loaded after the kill)
+        first_after = next(s for s in out[killed_at:] if s[0] == w)
+        assert mine[-1][3] >= first_after[2], (w, mine)
     assert not actors_named(name) and not actors_named("aggregator[")
 
 
@@ -418,7 +464,8 @@ def test_training_that_loses_a_node_finishes_on_the_others_counting_every_step_o
     """PPO and IMPALA (``rxrl.Trainer`` with ``worker_restarts``) on a 3-node cluster in a
     subprocess lose the node of rollout worker 0 after 3 records: the run completes its budget
     with the workers restarted on the remaining worker node, and every record trains exactly
-    one batch more (no batch lost to the fault, none counted twice). Sampled env steps count
+    one batch more (no batch lost to the fault, none counted twice). IMPALA with an aggregator
+    per worker does too, its aggregators on the lost node made again. Sampled env steps count
     each stepped transition once: PPO's records each at least their batch and at most a few
     stepped but not kept (a worker's autoreset steps); IMPALA's at most the fragments in flight
     ahead of its learner."""
@@ -427,7 +474,7 @@ def test_training_that_loses_a_node_finishes_on_the_others_counting_every_step_o
                           timeout=280, env=env, cwd=Path(__file__).parents[2], check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    for algo, steps in (("ppo", 1280), ("impala", 1536)):
+    for algo, steps in (("ppo", 1280), ("impala", 1536), ("impala_aggregated", 1536)):
         run = result[algo]
         assert run["status"] == "completed", algo
         assert run["removed"] in run["before"] and run["removed"] not in run["alive"], algo
@@ -441,3 +488,6 @@ def test_training_that_loses_a_node_finishes_on_the_others_counting_every_step_o
                 assert 128 <= s1 - s0 <= 128 + 16, (algo, records)
             else:  # asynchronous: at most the fragments in flight ahead of the learner
                 assert s0 <= s1 and 0 <= s1 - t1 <= 2 * 128 + 16, (algo, records)
+    # the aggregators on the lost node were made again (a second life), two of them live
+    aggregated = result["impala_aggregated"]["aggregators"]
+    assert len(aggregated) == 2 and "1:aggregator[0]" in aggregated, aggregated

@@ -7,11 +7,13 @@ them (a `SubRuntime`): its gathers, barriers, calls and shard-local steps. The d
 each aggregator like a shard; every answer carries, beside the item, the choices the
 aggregator made for it, which the driver records in the run's trace, so that the reference
 replays the run, sub-plans included. The driver's own requests to an aggregated actor go
-through its aggregator (``relay``), behind what the aggregator asked before.
+through its aggregator (``relay``), behind what the aggregator asked before. An aggregator that
+dies is made again when its actors have a restart policy (``AggTarget.revive``).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import attrs
@@ -43,6 +45,7 @@ from rxrl.backends.ray.members import (
     Target,
     death_reason,
     on_node,
+    warn_restarted,
 )
 from rxrl.backends.ray.runtime import Options, RayRuntime, ship
 from rxrl.compile import Compiled, Step, lower
@@ -60,6 +63,8 @@ class Part:
     chains: list[dict[int, Chain]]
     effects: dict[int, g.Broadcast | g.Call | g.CallAll]
     handles: dict[int, Handle]
+    #: the latest broadcasts the driver sent the group (a restarted aggregator's starting point)
+    latest: tuple[tuple[int, Any], ...] = ()
 
 
 @attrs.frozen
@@ -138,6 +143,7 @@ class SubRuntime(RayRuntime):
         super().__init__(_Choices(), self.events, spec.options)
         for key, part in spec.parts.items():
             state = self.states[key] = GroupState(part.group, part.chains, dict(part.effects))
+            state.latest.update(part.latest)
             state.members = [Member(self, state, i, part.handles[i]) if i in part.handles
                              else _Foreign(self, state, i, spec.where) for i in range(part.group.size)]
 
@@ -233,16 +239,22 @@ AggregatorActor = ray.remote(Aggregator)
 
 
 class AggTarget(Target):
-    """The driver's view of one aggregator."""
+    """The driver's view of one aggregator: its pulls, and its revival after it died."""
 
-    def __init__(self, index: int, where: str, key: int) -> None:
+    def __init__(self, rt: RayRuntime, index: int, where: str, key: int) -> None:
         #: its index in its aggregate; its key among the run's aggregators (its actor's name)
-        self.index, self.where, self.key = index, where, key
+        self.rt, self.index, self.where, self.key = rt, index, where, key
         self.handle: Handle = None
         #: the id of the node it runs on (known once it is constructed)
         self.node_id: str | None = None
         #: pulls submitted and not yet read (their choices are recorded when read)
         self.outstanding: dict[int, RayRequest] = {}
+        #: its life: how many times it was made again after dying
+        self.epoch = 0
+        #: how many times it may be made again (-1: always; 0: never): its actors' restart
+        #: policy (the least of them), set when the run starts
+        self.max_restarts = 0
+        self.lock = threading.RLock()
 
     def sent(self, request: RayRequest) -> None:
         self.outstanding[id(request)] = request
@@ -253,24 +265,47 @@ class AggTarget(Target):
     def pull(self) -> Pending:
         """Submit a pull of the sub-plan."""
         status, value = self.handle.pull.remote()
-        return Pending(status, value)
+        return Pending(status, value, self.epoch)
 
     def relay(self, member: Member, header: Header, values: tuple[Any, ...], both: bool,
               effect: bool) -> Pending:
         """Submit the driver's request to ``member`` through this aggregator."""
         ref = self.handle.relay.remote(member.state.group.key, member.index, header, tuple(values),
                                        both, effect)
-        return Pending(ref, None, member.epoch, both=both and not effect, relayed=True, via=self)
+        return Pending(ref, None, member.epoch, both=both and not effect, relayed=True, via=self,
+                       life=self.epoch)
 
     def recover(self, failed: RayRequest, node: g.Node, cause: BaseException | None) -> None:
-        """An aggregator is not restarted: its death (its process, or its node, lost) ends the
-        run with an ActorError naming it and its node. (Ray's objects belong to the process
-        that made them: the batches it handed on, and the replies of the requests it sent,
-        die with it, so a new one could not take over where it stopped.)"""
-        reason = death_reason(cause) if cause is not None else "it was restarted"
-        raise ActorError(f"{self.where} {on_node(self.node_id)}died while running {node.describe()}: "
-                         f"{reason}; an aggregator is not restarted (its actors' restart policy "
-                         "does not cover it)")
+        """A pull found it dead: revive it (see ``revive``)."""
+        self.revive(failed.p.epoch, node, cause)
+
+    def revive(self, life: int, node: g.Node, cause: BaseException | None) -> None:
+        """It died in its life ``life`` (its process, or its node, lost): when its actors have a
+        restart policy, bring them up to date (waiting while Ray restarts those it lost), make
+        a new aggregator beside them, and send it every request outstanding from the old one
+        (its pulls, and the driver's requests relayed through it) in order; else raise an
+        ActorError naming it and its node. What it held dies with it: the items its sub-plan
+        had taken and not handed on, and the replies it owned (relayed requests are sent
+        again, so a call may run twice on an actor that outlived it, as with Ray's retries)."""
+        with self.lock:
+            if life != self.epoch:
+                return  # already made again by an earlier revival
+            reason = death_reason(cause) if cause is not None else "it was restarted"
+            if self.max_restarts == 0 or 0 < self.max_restarts <= self.epoch:
+                policy = ("its actors have no restart policy (group.with_restarts(n) restarts "
+                          "them, and it with them)" if self.max_restarts == 0 else
+                          f"it was made again {self.epoch} times (its actors' max_restarts)")
+                raise ActorError(f"{self.where} {on_node(self.node_id)}died while running "
+                                 f"{node.describe()}: {reason}; an aggregator is made again only "
+                                 f"while its actors may restart: {policy}")
+            members = self.rt.revive_aggregator(self, node)
+            self.epoch += 1
+            for member in members:
+                member.resend()
+            for request in list(self.outstanding.values()):  # in submission order
+                if request.p.epoch != self.epoch:
+                    request.resend()
+            warn_restarted(self.where, node, cause, self.node_id, self.epoch, self.max_restarts)
 
 
 class AggRequest(RayRequest):
@@ -285,11 +320,12 @@ class AggRequest(RayRequest):
     def status(self) -> Any:
         if self._status is not None:
             return self._status
-        try:
-            got = self.fetch()
-        except RayActorError as e:  # an aggregator is not restarted: this raises
-            self.target.recover(self, self.node, e)
-            raise
+        while True:
+            try:
+                got = self.fetch()
+                break
+            except RayActorError as e:  # revived (this pull sent again), or it raises
+                self.target.recover(self, self.node, e)
         self._seen()
         status, choices, events = got
         report = self.rt.report

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ from rxrl.actors import ActorGroup, Tagged
 from rxrl.backends.engine.stream import Request, Shard
 from rxrl.backends.local import LOCAL
 from rxrl.backends.ray.host import END, NOT_READY, OK, STALE, Chain, Failure, Host, Shape, pack
-from rxrl.errors import ActorError, OperatorError
+from rxrl.errors import ActorError, OperatorError, RestartWarning
 
 if TYPE_CHECKING:
     from rxrl.backends.ray.runtime import RayRuntime
@@ -78,6 +79,8 @@ class Pending:
     relayed: bool = False
     #: the aggregator it was sent through (its target): it owns the actor's reply refs
     via: Any = None
+    #: the life of that aggregator (its ``epoch``) when it was sent through it
+    life: int = 0
 
 
 def raise_failure(f: Failure) -> None:
@@ -154,7 +157,7 @@ class RayRequest(Request):
             raise
         except OwnerDiedError as e:  # the reply refs an aggregator handed on died with it
             if self.p.via is not None:
-                self.p.via.recover(self, self.node, e)
+                raise  # the caller revives the aggregator
             raise ActorError(f"{self.target.where} failed while running "
                              f"{self.node.describe()}: {e}") from e
         except RayError as e:
@@ -168,9 +171,11 @@ class RayRequest(Request):
                 return self.p.local[0]
             try:
                 status = self.fetch()
-            except RayActorError as e:
-                if self.p.relayed and self.p.via is not None:  # the aggregator died, not the actor
-                    self.p.via.recover(self, self.node, e)
+            except (RayActorError, OwnerDiedError) as e:
+                if self.p.via is not None and (self.p.relayed or isinstance(e, OwnerDiedError)):
+                    # the aggregator died, not the actor: a new one sends this again (or raises)
+                    self.p.via.revive(self.p.life, self.node, e)
+                    continue
                 self.target.recover(self, self.node, e)
                 continue
             self._seen()
@@ -295,6 +300,15 @@ class Member(Target):
             if self.max_restarts == 0 or isinstance(cause, ActorDiedError):
                 raise self._death(node, cause)
             self.restarts += 1
+            self.bring_up_to_date(node)
+            self.resend()
+            warn_restarted(f"actor {self.where}", node, cause, self.node_id, self.restarts,
+                           self.max_restarts)
+
+    def bring_up_to_date(self, node: g.Node) -> None:
+        """Re-apply the latest broadcasts to the actor (waiting while Ray restarts it), so that
+        it serves requests again; raise if it died for good."""
+        with self.lock:
             backoff = _RESTARTING_POLL_S
             while True:
                 effects = [(fn_id, *item) for fn_id, item in self.state.latest.items()]
@@ -317,9 +331,14 @@ class Member(Target):
                 if isinstance(status, Failure):
                     raise_failure(status)
                 self.node_id = status
-                self.epoch += 1
-                break
-            for request in list(self.outstanding.values()):  # in submission order
+                return
+
+    def resend(self) -> None:
+        """Begin a new life: send every request outstanding from an earlier one again, in
+        submission order (through the member's aggregator as it is now, if it has one)."""
+        with self.lock:
+            self.epoch += 1
+            for request in list(self.outstanding.values()):
                 if request.p.epoch != self.epoch:
                     request.resend()
 
@@ -331,6 +350,17 @@ class Member(Target):
         reason = death_reason(cause) if cause is not None else "it was restarted"
         return ActorError(f"actor {self.where} (group built at {group.site}) {on_node(self.node_id)}died "
                           f"while running {node.describe()}: {reason}; {policy}")
+
+
+def warn_restarted(what: str, node: g.Node, cause: BaseException | None, node_id: str | None,
+                   count: int, limit: int) -> None:
+    """Warn (``RestartWarning``) that ``what`` died while running ``node`` and runs again."""
+    reason = death_reason(cause) if cause is not None else "it was restarted"
+    if len(reason) > 160:
+        reason = reason[:157] + "..."
+    of = "no limit" if limit < 0 else f"{count} of {limit}"
+    warnings.warn(f"{what} died while running {node.describe()} ({reason}); it runs again "
+                  f"{on_node(node_id)}(restart {of}) and the run goes on", RestartWarning, stacklevel=2)
 
 
 def on_node(node_id: str | None) -> str:

@@ -213,7 +213,8 @@ class RayRuntime(Runtime):
         assert isinstance(source, g.Aggregate)
         shards: list[Shard] = []
         for i, plan in enumerate(plans):  # the key: unique among the run's aggregators
-            target = AggTarget(i, f"aggregator {i} of {source.label} (#{nid})", len(self.aggregators))
+            target = AggTarget(self, i, f"aggregator {i} of {source.label} (#{nid})",
+                               len(self.aggregators))
             self._register_sub_plan(plan, target)
             where = None if source.placements is None else source.placements[i]
             self.aggregators.append((target, plan, tuple(ship(step) for _, step in node.steps), where))
@@ -300,45 +301,66 @@ class RayRuntime(Runtime):
     def _start_aggregators(self) -> None:
         """Create one aggregator per sub-plan, on a node with its placement's labels
         (``aggregate(placements=...)``) or beside its part's first actor, and wait for them."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        from rxrl.backends.ray.aggregator import AggregatorActor, AggregatorSpec, Part
-
         made = []
         for target, plan, steps, where in self.aggregators:
-            parts: dict[str, Part] = {}
-            node_id: str | None = None
-            for key, state in self.states.items():
-                owned = sorted(i for i, t in state.owners.items() if t is target)
-                if not owned:
-                    continue
-                group = state.group
+            owned = self._owned(target)
+            for member in owned:
+                group = member.state.group
                 if group.driver_hosted:
                     raise PlanError(repr(group), group.site,
                                     "its actors are hosted on the driver, and an aggregator cannot "
                                     "reach those", "aggregate a group of Ray actors, or drop on_driver()")
-                handles = {i: state.members[i].handle for i in owned}
-                node_id = node_id or state.members[owned[0]].node_id
-                parts[key] = Part(group, state.chains, dict(state.effects), handles)
-            spec = AggregatorSpec(target.index, target.where, plan, steps, parts, self.options,
-                                  f"aggregator[{target.key}]" if self.report.observing else None)
-            options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0,
-                                       "name": f"rxrl:{self.run_id}:aggregator[{target.key}]"}
-            if where is not None:  # on a node with its placement's labels, as its actors are
-                self._look_for(where.labels, target.where)
-                options["label_selector"] = dict(where.labels)
-            elif node_id is not None:  # beside its actors (a soft affinity was seen to pick the
-                # head node when the affinity's node had room; it takes no CPU, so it fits)
-                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
-            try:
-                target.handle = AggregatorActor.options(**options).remote(spec)
-            except Exception as e:  # pickling the sub-plan, mostly
-                raise PlanError(target.where, source_site(plan), f"creating its actor failed: "
-                                f"{type(e).__name__}: {e}",
-                                "a sub-plan is sent to its actor: use module-level classes and "
-                                "functions, or closures over picklable values") from e
-            self.created.append(target.handle)
-            made.append((target, target.handle.ready.remote(), where))
+            restarts = [m.max_restarts for m in owned]
+            target.max_restarts = (0 if not restarts or 0 in restarts else
+                                   min((r for r in restarts if r > 0), default=-1))
+            made.append(self._make_aggregator(target, plan, steps, where, owned))
+        self._await_aggregators(made)
+
+    def _owned(self, target: Any) -> list[Member]:
+        """The members aggregator ``target`` pulls, group by group, by index."""
+        return [state.members[i] for state in self.states.values()
+                for i in sorted(i for i, t in state.owners.items() if t is target)]
+
+    def _make_aggregator(self, target: Any, plan: Step, steps: tuple[g.Node, ...],
+                         where: Placement | None, owned: list[Member], life: int = 0
+                         ) -> tuple[Any, Any, Any]:
+        """Create the actor of aggregator ``target`` over the members it pulls, in its life
+        ``life`` (0 the first; its actor's name says it after): ``(target, ref of its
+        readiness, placement)``."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from rxrl.backends.ray.aggregator import AggregatorActor, AggregatorSpec, Part
+
+        parts: dict[str, Part] = {}
+        for member in owned:
+            state = member.state
+            if state.group.key not in parts:
+                parts[state.group.key] = Part(state.group, state.chains, dict(state.effects), {},
+                                              tuple(state.latest.items()))
+            parts[state.group.key].handles[member.index] = member.handle
+        node_id = owned[0].node_id if owned else None
+        spec = AggregatorSpec(target.index, target.where, plan, steps, parts, self.options,
+                              f"aggregator[{target.key}]" if self.report.observing else None)
+        again = f"{life}:" if life else ""
+        options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0,
+                                   "name": f"rxrl:{self.run_id}:{again}aggregator[{target.key}]"}
+        if where is not None:  # on a node with its placement's labels, as its actors are
+            self._look_for(where.labels, target.where)
+            options["label_selector"] = dict(where.labels)
+        elif node_id is not None:  # beside its actors (a soft affinity was seen to pick the
+            # head node when the affinity's node had room; it takes no CPU, so it fits)
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
+        try:
+            target.handle = AggregatorActor.options(**options).remote(spec)
+        except Exception as e:  # pickling the sub-plan, mostly
+            raise PlanError(target.where, source_site(plan), f"creating its actor failed: "
+                            f"{type(e).__name__}: {e}",
+                            "a sub-plan is sent to its actor: use module-level classes and "
+                            "functions, or closures over picklable values") from e
+        self.created.append(target.handle)
+        return target, target.handle.ready.remote(), where
+
+    def _await_aggregators(self, made: list[tuple[Any, Any, Any]]) -> None:
         ready, _ = ray.wait([ref for _, ref, _ in made], num_returns=len(made),
                             timeout=self.options.start_timeout_s)
         for target, ref, where in made:
@@ -353,6 +375,19 @@ class RayRuntime(Runtime):
             if isinstance(status, Failure):
                 raise_failure(status)
             target.node_id = status
+
+    def revive_aggregator(self, target: Any, node: g.Node) -> list[Member]:
+        """Make aggregator ``target`` again after it died (``AggTarget.revive``): bring its
+        members up to date (those Ray restarted included, wherever they now run), then create
+        it anew beside them and wait for it. Returns its members, for the caller to send
+        their outstanding requests again once the new aggregator counts as current."""
+        (plan, steps, where), = [(p, s, w) for t, p, s, w in self.aggregators if t is target]
+        owned = self._owned(target)
+        for member in owned:
+            member.bring_up_to_date(node)
+        self._await_aggregators([self._make_aggregator(target, plan, steps, where, owned,
+                                                       life=target.epoch + 1)])
+        return owned
 
     def _spec(self, state: GroupState, index: int,
               on_restart: Callable[[Any], object] | None = None) -> MemberSpec:

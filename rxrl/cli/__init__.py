@@ -11,7 +11,10 @@ import argparse
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
 
 from rxrl.algos import MODULES
 from rxrl.cli import sweep as cli_sweep
@@ -92,6 +95,20 @@ def join_negative_numbers(argv: Sequence[str]) -> list[str]:
     return out
 
 
+_PACKAGE = str(Path(__file__).parents[1])
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None,
+                  _default: Any = warnings.showwarning) -> None:
+    """rxrl's own warnings (a restarted actor, a placement no node has) as one line on stderr,
+    ``rxrl: warning: ...``; the others as Python shows them."""
+    if filename.startswith(_PACKAGE):
+        print(f"rxrl: warning: {message}", file=file or sys.stderr, flush=True)
+        return
+    _default(message, category, filename, lineno, file, line)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rxrl`` console script.
 
@@ -112,7 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ray_before = ray_initialized()
     code = 1
     try:
-        code = run_command(args, commands)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            code = run_command(args, commands)
         return code
     finally:
         if not ray_before:

@@ -60,6 +60,9 @@ def test_a_run_survives_kill_9_of_a_rollout_worker_with_nothing_lost_or_counted_
         tmp_path: Path) -> None:
     out, pids, code, stderr = train_and_kill_a_worker(tmp_path)
     assert code == 0, stderr
+    # the restart is said, in one line
+    assert re.search(r"^rxrl: warning: actor RolloutWorker\[[01]\] died while running .*; it runs "
+                     r"again on node \w+ .*\(restart 1 of \d+\) and the run goes on$", stderr, re.M), stderr
     assert len(list(pids.iterdir())) >= 3, "no rollout worker process was started again"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["env_steps_sampled"] >= 25_000

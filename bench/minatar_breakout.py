@@ -38,11 +38,11 @@ SYSTEMS = {"rxrl": "rxrl_minatar.py", "cleanrl": "cleanrl_minatar.py"}
 
 
 def run_system(system: str, algo: str, seed: int, steps: int, workdir: Path,
-               timeout_s: float) -> s.RunRecord | None:
+               timeout_s: float, sets: list[str] = []) -> s.RunRecord | None:  # noqa: B006 (read only)
     """One run in a subprocess; its record, or None if it failed."""
     out = workdir / f"{system}-{algo}-{seed}-{time.time_ns()}.json"
     argv = [sys.executable, str(BENCH / SYSTEMS[system]), "--algo", algo, "--budget-steps", str(steps),
-            "--seed", str(seed), "--out", str(out)]
+            "--seed", str(seed), "--out", str(out), *(f"--set={a}" for a in sets)]
     return s.run_runner(argv, f"{algo} seed {seed}", out, timeout_s)
 
 
@@ -102,6 +102,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--algos", default="ppo,dqn")
     parser.add_argument("--tag", default="minatar")
     parser.add_argument("--timeout-s", type=float, default=4 * 3600)
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a matched setting for both systems (minatar_settings; rxrl-only ones "
+                             "such as replay_placement the peer ignores)")
     args = parser.parse_args(argv)
     seeds = [int(x) for x in args.seeds.split(",") if x]
     algos = [x for x in args.algos.split(",") if x]
@@ -114,7 +117,7 @@ def main(argv: list[str]) -> None:
                 order = list(SYSTEMS) if k % 2 == 0 else list(reversed(SYSTEMS))
                 for system in order:
                     runs[algo][system].append(run_system(system, algo, seed, args.steps, Path(tmp),
-                                                         args.timeout_s))
+                                                         args.timeout_s, args.set))
     tables, figures = [], {}
     for algo in algos:
         text, figures[algo] = table(algo, runs[algo], seeds)

@@ -130,6 +130,9 @@ class MatchedMinAtarDQN:
     trunk: str = "minatar_cnn"
     #: torch threads of rxrl's learner (an actor, training beside the workers) and of the peer
     torch_threads: int = 1
+    #: rxrl only: where its replay lives (`rxrl.algos.qlearning.QSettings.replay_placement`);
+    #: the peer's is in its one process
+    replay_placement: str = "auto"
 
     @property
     def num_envs(self) -> int:

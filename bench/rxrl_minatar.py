@@ -18,7 +18,7 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import attrs
 import minatar_settings as ms
@@ -28,6 +28,7 @@ import rxrl
 from rxrl.algos.common import RolloutSettings
 from rxrl.algos.on_policy import ppo
 from rxrl.algos.qlearning import dqn
+from rxrl.algos.qlearning.common import ReplayPlacement
 from rxrl.rl import DQNConfig, Metrics, PolicyConfig, PPOConfig, QNetConfig, ReplayConfig
 
 VERSIONS = ["rxrl", "ray", "torch", "gymnasium", "numpy", "MinAtar"]
@@ -59,7 +60,16 @@ def dqn_config(m: ms.MatchedMinAtarDQN, seed: int, budget_steps: int) -> dqn.DQN
     return dqn.DQN(env=m.env, seed=seed, num_workers=m.num_workers, num_envs_per_worker=m.envs_per_worker,
                    fragment_length=m.fragment_length, exploration_steps=budget_steps,
                    updates_per_call=m.updates_per_call, learner_queue=m.learner_queue,
-                   learner_threads=m.torch_threads, learner=learner)
+                   learner_threads=m.torch_threads, learner=learner,
+                   replay_placement=dqn_placement(m.replay_placement))
+
+
+def dqn_placement(name: str) -> ReplayPlacement:
+    """``name`` as a `ReplayPlacement`, or exit naming the choices."""
+    for choice in get_args(ReplayPlacement):
+        if name == choice:
+            return choice  # type: ignore[no-any-return]
+    raise SystemExit(f"replay_placement={name!r}: choose one of {list(get_args(ReplayPlacement))}")
 
 
 def mismatches(config: RolloutSettings, m: ms.Matched, budget_steps: int) -> list[str]:

@@ -12,7 +12,7 @@ import rxrl
 from rxrl.algos import ALGORITHMS, get
 from rxrl.algos.common import LearnerPlacement, PlacementSettings, env_spaces
 from rxrl.algos.on_policy import a2c, a3c, ppo
-from rxrl.algos.qlearning.common import QSettings
+from rxrl.algos.qlearning.common import QSettings, observation_bytes
 from tests.rl.test_cnn import PIXELS_ID
 
 PPO_SHAPE = """\
@@ -216,10 +216,11 @@ def test_a_learner_on_the_driver_placed_on_a_node_is_refused_in_one_line(name: s
 @pytest.mark.parametrize("name", ["dqn", "apex"])
 def test_the_replay_lives_where_replay_placement_says(name: str) -> None:
     """``replay_placement="driver"`` hosts the replay shards on the driver (one process fewer
-    each), ``"actor"`` in processes; ``"auto"`` (the default) on the driver for DQN with an MLP
-    Q-network only: Ape-X's shards, image observations (whose frames would pass through the
-    driver) and a ``placement.replay`` keep actors. The plan's text says which; bad values and
-    a node placement beside ``"driver"`` are one line."""
+    each), ``"actor"`` in processes; ``"auto"`` (the default) on the driver for DQN with small
+    observations only (CartPole's vectors, MinAtar-sized images): Ape-X's shards, large images
+    (whose frames would all pass through the driver) and a ``placement.replay`` keep actors.
+    The plan's text says which; bad values and a node placement beside ``"driver"`` are one
+    line."""
     spec = get(name)
     settings = type(spec.config())
     assert issubclass(settings, QSettings)
@@ -230,7 +231,10 @@ def test_the_replay_lives_where_replay_placement_says(name: str) -> None:
     assert on_driver(settings()) is (name == "dqn")
     assert on_driver(settings(replay_placement="driver"))
     assert not on_driver(settings(replay_placement="actor"))
-    assert not on_driver(settings(env=PIXELS_ID))
+    assert on_driver(settings(env=PIXELS_ID)) is (name == "dqn")  # 2x10x10 uint8: 200 bytes
+    atari_sized = {"channels": 4, "side": 84}  # 28,224 bytes
+    assert observation_bytes(settings(env=PIXELS_ID, env_kwargs=atari_sized)) == 4 * 84 * 84
+    assert not on_driver(settings(env=PIXELS_ID, env_kwargs=atari_sized))
     assert not on_driver(settings(placement=PlacementSettings(replay="zone=a")))
     with pytest.raises(ValueError, match=r"\.replay_placement must be one of \['auto', 'actor', 'driver'\], "
                                          r"got 'x'$"):

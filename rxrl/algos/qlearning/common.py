@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 
 import attrs
 import gymnasium as gym
+import numpy as np
 import numpy.typing as npt
 
 import rxrl
@@ -143,8 +144,9 @@ class QSettings(RolloutSettings):
     #: where the replay shards live on a distributed backend: ``"actor"``, a process each;
     #: ``"driver"``, the driver's own process (`ActorGroup.on_driver`: one process fewer;
     #: storing and sampling then run on the driver, between its other requests); ``"auto"``:
-    #: the driver where `auto_replay_on_driver` says so (DQN with an MLP Q-network: the
-    #: transitions are small), else actors (images would pass through the driver)
+    #: the driver where `auto_replay_on_driver` says so (DQN) for observations of at most
+    #: `SMALL_OBSERVATION_BYTES` (CartPole, MinAtar), else actors (Atari's frames would all
+    #: pass through the driver)
     replay_placement: ReplayPlacement = attrs.field(default="auto", validator=one_of(ReplayPlacement))
     #: whether ``replay_placement="auto"`` may host the replay on the driver (DQN: yes;
     #: Ape-X, whose shards sample concurrently with the driver's routing: no)
@@ -420,13 +422,34 @@ class Stateful(Protocol):
         ...
 
 
+#: ``replay_placement="auto"`` hosts the replay on the driver for observations up to this many
+#: bytes: every transition then passes through the driver's process. CartPole's are 16 bytes,
+#: MinAtar's 400–1,000, a stack of four 84×84 Atari frames 28,224 (those stay in processes, going
+#: worker → replay → learner by reference)
+SMALL_OBSERVATION_BYTES = 4096
+
+
+def observation_bytes(settings: QSettings) -> int | None:
+    """The size of one observation of ``settings``' env in bytes (None: not an array space)."""
+    observation = spaces_of(registered_id(settings.env), settings.env_kwargs).observation
+    shape, dtype = getattr(observation, "shape", None), getattr(observation, "dtype", None)
+    if shape is None or dtype is None:
+        return None
+    return int(np.prod(shape, dtype=np.int64)) * int(np.dtype(dtype).itemsize)
+
+
 def replay_on_driver(config: QSettings) -> bool:
     """Whether ``config``'s replay shards are hosted on the driver: ``replay_placement``, with
-    ``"auto"`` resolved (the driver for a settings class with `auto_replay_on_driver`, an MLP
-    Q-network and no ``placement.replay``; measured in docs/benchmarks.md, "Memory")."""
+    ``"auto"`` resolved: the driver for a settings class with `auto_replay_on_driver` (DQN, not
+    Ape-X, whose shards sample while the driver routes), observations of at most
+    `SMALL_OBSERVATION_BYTES` and no ``placement.replay``; measured in docs/benchmarks.md,
+    "Memory", and docs/algorithms.md (MinAtar)."""
     if config.replay_placement != "auto":
         return config.replay_placement == "driver"
-    return type(config).auto_replay_on_driver and config.placement.replay == "any" and mlp_q_network(config)
+    if not type(config).auto_replay_on_driver or config.placement.replay != "any":
+        return False
+    size = observation_bytes(config)
+    return size is not None and size <= SMALL_OBSERVATION_BYTES
 
 
 def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSchedule],
@@ -584,7 +607,8 @@ __all__ = [
     "Q_STATE",
     "refuse_unused",
     "DQN_LEARNER", "PACKED", "DQNGroups", "EnvSteps", "Fixed", "PackedState", "Pickled", "QGroups",
-    "QSettings", "ReplayPlacement", "mlp_q_network", "replay_on_driver",
+    "QSettings", "ReplayPlacement", "SMALL_OBSERVATION_BYTES", "mlp_q_network", "observation_bytes",
+    "replay_on_driver",
     "QWorkerFactory", "ReplayLearnerFactory", "ReplaySettings", "ShardFactory", "Stateful", "check",
     "arrays_for_workers", "check_replay", "replay_start", "resumed",
     "env_spaces_of", "greedy", "greedy_module", "learner_state_if_due", "load_q_network", "make_q_groups",

@@ -59,7 +59,7 @@ class DQN(QSettings):
     fixed: docs/semantics.md).
     """
 
-    #: ``replay_placement="auto"`` hosts the replay on the driver for an MLP Q-network
+    #: ``replay_placement="auto"`` hosts the replay on the driver for small observations
     auto_replay_on_driver: ClassVar[bool] = True
 
     exploration_steps: int = attrs.field(default=100_000, validator=int_at_least(1))

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import uuid
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,30 @@ def test_a_killed_aggregator_is_made_again_and_the_run_carries_on_counting_no_sa
         # aggregator too (its latest samples carry weights loaded after the kill)
         first_after = next(s for s in out[killed_at:] if s[0] == w)
         assert mine[-1][3] >= first_after[2], (w, mine)
+    assert not actors_named(name) and not actors_named("aggregator[")
+
+
+def test_an_aggregator_found_dead_while_the_run_closes_is_not_made_again() -> None:
+    """Closing a run reads the pulls still under way (for the choices they carry): one of an
+    aggregator that died meanwhile ends there, with no new aggregator, no RestartWarning and
+    no actor left, even though its actors may restart."""
+    name = "ClosedOn"
+    group = rxrl.indexed_actors(Incarnation, 2, name=name).with_restarts(2)
+    agg = ops.aggregate(rxrl.from_actors(group, Incarnation.sample),
+                        lambda part: part | ops.gather(tagged=True), num_aggregators=2)
+    run = rxrl.run(agg | ops.gather(), "ray", timeout_s=60)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for i, _ in enumerate(run):
+            if i == 3:
+                break
+        (full,) = [n for n in ray.util.list_named_actors() if n.endswith(":aggregator[0]")]
+        handle = ray.get_actor(full)
+        ray.kill(handle, no_restart=True)
+        with pytest.raises(ray.exceptions.RayActorError):  # dead before the run closes
+            ray.get(handle.ready.remote(), timeout=30)
+        run.close()
+    assert not [w for w in seen if issubclass(w.category, rxrl.RestartWarning)]
     assert not actors_named(name) and not actors_named("aggregator[")
 
 

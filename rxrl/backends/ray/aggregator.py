@@ -291,6 +291,9 @@ class AggTarget(Target):
             if life != self.epoch:
                 return  # already made again by an earlier revival
             reason = death_reason(cause) if cause is not None else "it was restarted"
+            if self.rt.closed:  # the run is closing (reading its last pulls): not made again
+                raise ActorError(f"{self.where} {on_node(self.node_id)}died while running "
+                                 f"{node.describe()}: {reason}; the run was closing")
             if self.max_restarts == 0 or 0 < self.max_restarts <= self.epoch:
                 policy = ("its actors have no restart policy (group.with_restarts(n) restarts "
                           "them, and it with them)" if self.max_restarts == 0 else

@@ -358,7 +358,7 @@ def warn_restarted(what: str, node: g.Node, cause: BaseException | None, node_id
     reason = death_reason(cause) if cause is not None else "it was restarted"
     if len(reason) > 160:
         reason = reason[:157] + "..."
-    of = "no limit" if limit < 0 else f"{count} of {limit}"
+    of = f"{count}, no limit" if limit < 0 else f"{count} of {limit}"
     warnings.warn(f"{what} died while running {node.describe()} ({reason}); it runs again "
                   f"{on_node(node_id)}(restart {of}) and the run goes on", RestartWarning, stacklevel=2)
 

@@ -225,14 +225,30 @@ def test_an_aggregator_found_dead_while_the_run_closes_is_not_made_again() -> No
     assert not actors_named(name) and not actors_named("aggregator[")
 
 
-class KillAndResume(RuleBasedStateMachine):
+class Pulls(RuleBasedStateMachine):
+    """A run (made by a subclass's ``@initialize``), its items so far, and the rule pulling more."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out: list[Any] = []
+        self.run: rxrl.Run[Any] | None = None
+
+    def take(self, n: int) -> None:
+        assert self.run is not None
+        self.out.extend(next(self.run) for _ in range(n))
+
+    @precondition(lambda self: self.run is not None)
+    @rule(n=st.integers(1, 4))
+    def pull(self, n: int) -> None:
+        self.take(n)
+
+
+class KillAndResume(Pulls):
     """Any sequence of pulls and kills (even of an actor that is still restarting) leaves the
     output numbered without gaps or repeats, and every life of a worker gap-free."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.out: list[tuple[int, Any]] = []
-        self.run: rxrl.Run[tuple[int, Any]] | None = None
         #: per killed worker, the lives it was seen in before its latest kill
         self.killed: dict[int, set[str]] = {}
         self.name = f"Resumed{uuid.uuid4().hex[:6]}"
@@ -243,15 +259,6 @@ class KillAndResume(RuleBasedStateMachine):
         plan = (rxrl.from_actors(group, Incarnation.sample) | ops.gather(k) | numbered()
                 | ops.broadcast(group, lambda w, n_item: w.set_weights(n_item[0])))
         self.run = rxrl.run(plan, "ray", timeout_s=60)
-
-    def take(self, n: int) -> None:
-        assert self.run is not None
-        self.out.extend(next(self.run) for _ in range(n))
-
-    @precondition(lambda self: self.run is not None)
-    @rule(n=st.integers(1, 4))
-    def pull(self, n: int) -> None:
-        self.take(n)
 
     @precondition(lambda self: self.run is not None)
     @rule(index=st.integers(0, 1), times=st.integers(1, 2), n=st.integers(0, 4))
@@ -289,7 +296,7 @@ def test_any_sequence_of_pulls_and_kills_keeps_the_output_exact() -> None:
         KillAndResume, settings=settings(max_examples=3, stateful_step_count=5, deadline=None))
 
 
-class KillAggregatorsAndWorkers(RuleBasedStateMachine):
+class KillAggregatorsAndWorkers(Pulls):
     """Any sequence of pulls and kills of aggregators (made again) and of their workers
     (restarted) keeps the run going with no sample twice and each life of a worker in order
     (samples an aggregator held when it died are lost with it, never repeated), and leaves no
@@ -297,8 +304,6 @@ class KillAggregatorsAndWorkers(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.out: list[tuple[int, str, int, int, bool]] = []
-        self.run: rxrl.Run[tuple[int, str, int, int, bool]] | None = None
         self.name = f"Aggregated{uuid.uuid4().hex[:6]}"
 
     @initialize()
@@ -308,15 +313,6 @@ class KillAggregatorsAndWorkers(RuleBasedStateMachine):
                             lambda part: part | ops.gather(tagged=True), num_aggregators=2)
         self.run = rxrl.run(agg | ops.gather() | ops.call(group, loaded, max_in_flight=4), "ray",
                             timeout_s=60)
-
-    def take(self, n: int) -> None:
-        assert self.run is not None
-        self.out.extend(next(self.run) for _ in range(n))
-
-    @precondition(lambda self: self.run is not None)
-    @rule(n=st.integers(1, 4))
-    def pull(self, n: int) -> None:
-        self.take(n)
 
     @precondition(lambda self: self.run is not None)
     @rule(index=st.integers(0, 3), n=st.integers(0, 4))

@@ -328,7 +328,10 @@ class AggRequest(RayRequest):
                 got = self.fetch()
                 break
             except RayActorError as e:  # revived (this pull sent again), or it raises
+                sent = self.p
                 self.target.recover(self, self.node, e)
+                if self.p is sent:  # not among those it sent again: send it now
+                    self.resend()
         self._seen()
         status, choices, events = got
         report = self.rt.report

@@ -174,13 +174,17 @@ class RayRequest(Request):
             except (RayActorError, OwnerDiedError) as e:
                 if self.p.via is not None and (self.p.relayed or isinstance(e, OwnerDiedError)):
                     # the aggregator died, not the actor: a new one sends this again (or raises)
+                    sent = self.p
                     self.p.via.revive(self.p.life, self.node, e)
+                    if self.p is sent:  # not among those it sent again: send it now
+                        self.resend()
                     continue
                 self.target.recover(self, self.node, e)
                 continue
             self._seen()
             if self.p.relayed:  # the aggregator sent it on: now wait for the actor's reply
-                self.p = Pending(status[0], status[1], self.p.epoch, both=self.p.both, via=self.p.via)
+                self.p = Pending(status[0], status[1], self.p.epoch, both=self.p.both, via=self.p.via,
+                                 life=self.p.life)
                 continue
             if self.p.both:
                 self.p.local = status

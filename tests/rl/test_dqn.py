@@ -126,6 +126,45 @@ def test_train_returns_abs_td_errors_of_the_weights_before_the_step() -> None:
     assert metrics.value_loss > 0 and metrics.grad_norm > 0
 
 
+def test_a_double_dqn_step_is_the_gradient_of_the_taken_q_values_alone() -> None:
+    """Law: a double-DQN step is the Adam step on the Huber loss's gradient through Q(s, a)
+    only; the bootstrap (the online net's argmax at s', the target net's value there) is a
+    constant, whichever forwards the learner runs to get it."""
+    dqn = learner(double_q=True, gamma=0.9, max_grad_norm=None, target_update_interval=1000)
+    rng = np.random.default_rng(0)
+
+    def noisy() -> TransitionBatch:
+        b = batch()
+        return attrs.evolve(b, obs=rng.normal(size=b.obs.shape).astype(np.float32),
+                            next_obs=rng.normal(size=b.obs.shape).astype(np.float32))
+
+    for _ in range(20):
+        dqn.train(noisy())
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # a target net whose argmaxes differ from the online net's
+        for p in dqn.target_net.parameters():
+            p.copy_(torch.randn(p.shape, generator=generator))
+    online, target = copy.deepcopy(dqn.q_net), copy.deepcopy(dqn.target_net)
+    online.zero_grad(set_to_none=True)  # a deep copy copies the last step's gradients
+    optimizer = torch.optim.Adam(online.parameters(), lr=dqn.config.lr, fused=True)
+    optimizer.load_state_dict(copy.deepcopy(dqn.optimizer.state_dict()))  # its step counts too
+    b = noisy()
+    obs, nxt = torch.as_tensor(b.obs), torch.as_tensor(b.next_obs)
+    q = online(obs).gather(1, torch.as_tensor(b.actions)[:, None]).squeeze(1)
+    with torch.no_grad():
+        best = online(nxt).argmax(1, keepdim=True)
+        gammas = 0.9 ** torch.as_tensor(b.n_steps).float()
+        y = torch.as_tensor(b.rewards) + gammas * (~torch.as_tensor(b.terminateds)) * target(nxt).gather(
+            1, best).squeeze(1)
+    torch.nn.functional.huber_loss(q, y, delta=1.0).backward()
+    optimizer.step()
+    dqn.train(b)
+    for mine, theirs in zip(dqn.q_net.parameters(), online.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs)
+    assert same_params(dqn.target_net, target)  # not due
+    assert not torch.equal(online(nxt).argmax(1), target(nxt).argmax(1))
+
+
 def test_importance_weights_scale_the_gradient() -> None:
     b = batch()
     plain, halved = learner(max_grad_norm=None), learner(max_grad_norm=None)

@@ -105,6 +105,7 @@ class DQNLearner:
         )
         self.target_net: QNetwork = copy.deepcopy(self.q_net).requires_grad_(False)
         self.optimizer = _adam(self.q_net, config.lr, config.adam_eps)
+        self._parameters = list(self.q_net.parameters())  # walked every step (gradient clipping)
         self.num_updates = 0
         self.num_target_updates = 0
 
@@ -133,12 +134,10 @@ class DQNLearner:
                 return torch.as_tensor(a[rows])
 
         obs, next_obs = t(batch.obs), t(batch.next_obs)
-        if c.double_q:  # one forward of the online net over obs and next_obs together
-            q_both = self.q_net(torch.cat([obs, next_obs]))
-            q_all, next_online = q_both[: len(obs)], q_both[len(obs) :].detach()
-        else:
-            q_all, next_online = self.q_net(obs), None
-        with torch.no_grad():
+        q_all = self.q_net(obs)
+        with torch.no_grad():  # the bootstrap's forwards build no graph: the backward pass covers
+            # obs alone (one forward over obs and next_obs together made it twice as long)
+            next_online = self.q_net(next_obs) if c.double_q else None
             next_target = self.target_net(next_obs)
         targets = td_targets(
             t(batch.rewards), t(batch.terminateds), t(batch.n_steps), next_target, next_online, c.gamma
@@ -152,7 +151,7 @@ class DQNLearner:
         """Clip the gradients, step, move the target net when due; the pre-clipping norm."""
         c = self.config
         limit = math.inf if c.max_grad_norm is None else c.max_grad_norm
-        norm = float(torch.nn.utils.clip_grad_norm_(self.q_net.parameters(), limit))
+        norm = float(torch.nn.utils.clip_grad_norm_(self._parameters, limit))
         if (updates := c.lr_decay_updates) is not None:  # linear decay to 0 (DQNConfig.lr_decay_steps)
             lr = c.lr * max(0.0, 1.0 - self.num_updates / updates)
             for group in self.optimizer.param_groups:

@@ -156,7 +156,7 @@ def test_a_double_dqn_step_is_the_gradient_of_the_taken_q_values_alone() -> None
         gammas = 0.9 ** torch.as_tensor(b.n_steps).float()
         y = torch.as_tensor(b.rewards) + gammas * (~torch.as_tensor(b.terminateds)) * target(nxt).gather(
             1, best).squeeze(1)
-    torch.nn.functional.huber_loss(q, y, delta=1.0).backward()
+    torch.autograd.backward(torch.nn.functional.huber_loss(q, y, delta=1.0))
     optimizer.step()
     dqn.train(b)
     for mine, theirs in zip(dqn.q_net.parameters(), online.parameters(), strict=True):

@@ -291,7 +291,7 @@ class KillAndResume(Pulls):
         assert not actors_named(self.name)
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(240, method="thread")  # hypothesis: tests/conftest.py
 def test_any_sequence_of_pulls_and_kills_keeps_the_output_exact() -> None:
     run_state_machine_as_test(
         KillAndResume, settings=settings(max_examples=3, stateful_step_count=5, deadline=None))
@@ -347,7 +347,7 @@ class KillAggregatorsAndWorkers(Pulls):
         assert not actors_named(self.name) and not actors_named("aggregator[")
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(240, method="thread")  # hypothesis: tests/conftest.py
 def test_any_sequence_of_aggregator_and_worker_kills_keeps_the_samples_exact() -> None:
     run_state_machine_as_test(
         KillAggregatorsAndWorkers, settings=settings(max_examples=3, stateful_step_count=5, deadline=None))

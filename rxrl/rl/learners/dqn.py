@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 import torch
+from torch import nn
 
 from rxrl.envs.vector import EnvSpaces
 from rxrl.rl.config import DQNConfig, QNetConfig
@@ -60,8 +61,11 @@ def dqn_loss(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The mean (importance-weighted) Huber loss of the TD errors, and the TD errors `q - target`."""
     td = q_taken - targets
-    per_row = huber(td, huber_delta)
-    loss = per_row.mean() if weights is None else (weights * per_row).mean()
+    if weights is None:  # torch's fused Huber: the same values and gradients as `huber`, one op
+        loss = nn.functional.huber_loss(q_taken, targets, delta=huber_delta)
+    else:
+        per_row = nn.functional.huber_loss(q_taken, targets, reduction="none", delta=huber_delta)
+        loss = (weights * per_row).mean()
     return loss, td.detach()
 
 
@@ -128,22 +132,19 @@ class DQNLearner:
         """The TD loss of ``batch``'s ``rows`` (their mean), their TD errors, Q(s, a) and targets."""
         c = self.config
 
-        def t(a: npt.NDArray[Any]) -> torch.Tensor:
-            with warnings.catch_warnings():  # a batch from Ray's object store is read-only: only read here
-                warnings.filterwarnings("ignore", "The given NumPy array is not writable")
-                return torch.as_tensor(a[rows])
-
-        obs, next_obs = t(batch.obs), t(batch.next_obs)
+        with warnings.catch_warnings():  # a batch from Ray's object store is read-only: only read here
+            warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+            obs, next_obs, rewards, terminateds, n_steps, actions = (
+                torch.as_tensor(a[rows]) for a in (batch.obs, batch.next_obs, batch.rewards,
+                                                    batch.terminateds, batch.n_steps, batch.actions))
+            weights = None if batch.weights is None else torch.as_tensor(batch.weights[rows])
         q_all = self.q_net(obs)
         with torch.no_grad():  # the bootstrap's forwards build no graph: the backward pass covers
             # obs alone (one forward over obs and next_obs together made it twice as long)
             next_online = self.q_net(next_obs) if c.double_q else None
             next_target = self.target_net(next_obs)
-        targets = td_targets(
-            t(batch.rewards), t(batch.terminateds), t(batch.n_steps), next_target, next_online, c.gamma
-        )
-        q_taken = q_all.gather(1, t(batch.actions).long().unsqueeze(1)).squeeze(1)
-        weights = None if batch.weights is None else t(batch.weights)
+        targets = td_targets(rewards, terminateds, n_steps, next_target, next_online, c.gamma)
+        q_taken = q_all.gather(1, actions.long().unsqueeze(1)).squeeze(1)
         loss, td = dqn_loss(q_taken, targets, weights, c.huber_delta)
         return loss, td, q_taken, targets
 

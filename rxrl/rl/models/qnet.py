@@ -83,6 +83,13 @@ class QNetwork(nn.Module):
             self.trunk = nn.Sequential(*layers)
         self.head = _linear(in_dim, num_actions, init)  # Q, or the advantages A when dueling
         self.value_head = _linear(in_dim, 1, init) if config.dueling else None
+        #: an MLP trunk's linear layers and its activation, which `forward` applies as functions
+        #: (a module call costs ~3 us of dispatch, a third of a CartPole learner step's forwards)
+        self._layers: list[nn.Linear] | None = None
+        self._activation: Callable[[torch.Tensor], torch.Tensor] = (
+            torch.relu if config.activation == "relu" else torch.tanh)
+        if isinstance(self.trunk, nn.Sequential):
+            self._layers = [m for m in self.trunk if isinstance(m, nn.Linear)]
         self._observation_space = observation_space
         self._np: QForward | None = None
 
@@ -104,7 +111,12 @@ class QNetwork(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Differentiable Q-values `[B, num_actions]`."""
-        hidden = self.trunk(self.encode(obs))
+        if self._layers is None:
+            hidden = self.trunk(self.encode(obs))
+        else:  # the MLP trunk's modules' own ops, without their module calls
+            hidden = self.encode(obs)
+            for layer in self._layers:
+                hidden = self._activation(nn.functional.linear(hidden, layer.weight, layer.bias))
         q: torch.Tensor = self.head(hidden)
         if self.value_head is not None:
             q = self.value_head(hidden) + q - q.mean(dim=1, keepdim=True)

@@ -28,6 +28,7 @@ from rxrl.algos.common import RolloutSettings, Start, map_leaves
 from rxrl.algos.configs import from_dict, to_dict
 from rxrl.plan import Op
 from rxrl.rl import EnvSpaces, Metrics
+from rxrl.rl.data.metrics import EpisodeWindow
 from rxrl.training.evaluation import EvalResult, Evaluation, check_supported, with_evaluation
 
 if TYPE_CHECKING:
@@ -142,14 +143,18 @@ def training_plan(algo: Algorithm, config: RolloutSettings, start: Start | None,
 
 
 def save_checkpoint(path: Path, algo: str, config: RolloutSettings, state: Mapping[str, Any],
-                    counters: Counters, row: Mapping[str, float] | None = None) -> None:
+                    counters: Counters, row: Mapping[str, float] | None = None,
+                    episodes: EpisodeWindow | None = None) -> None:
     """Write a checkpoint atomically (a reader never sees half a file); ``row`` is its
     iteration's metrics row, which a resume puts back if the run was killed before (or while)
-    metrics.csv got it."""
+    metrics.csv got it; ``episodes`` the episodes its record's statistics cover, from which a
+    resumed run's records go on."""
     doc: dict[str, Any] = {"format": CHECKPOINT_FORMAT, "algo": algo, "config": to_dict(config),
                            "learner": dict(state), "counters": attrs.asdict(counters)}
     if row is not None:
         doc["row"] = {str(k): float(v) for k, v in row.items()}
+    if episodes is not None:
+        doc["episodes"] = episodes.as_dict()
     import torch  # checkpoints are torch files; a driver imports torch once it writes one
 
     tmp = path.with_name(path.name + ".tmp")
@@ -185,6 +190,9 @@ class Checkpoint:
     counters: Counters
     #: the checkpoint's iteration's metrics row (None in checkpoints written before it was kept)
     row: Mapping[str, float] | None = None
+    #: the episodes its record's statistics cover (None: not kept, as before 2026-12-06, or a
+    #: plan without one window, e.g. multi-agent)
+    episodes: EpisodeWindow | None = None
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -220,9 +228,23 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         if row is not None and not (isinstance(row, dict) and all(
                 isinstance(k, str) and isinstance(v, float) for k, v in row.items())):
             raise ValueError("its metrics row is not a mapping of names to numbers")
+        episodes = episodes_of(doc.get("episodes"))
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"corrupt checkpoint {file}: {_one_line(e)}") from e
-    return Checkpoint(file, algo, config, state, counters, row)
+    return Checkpoint(file, algo, config, state, counters, row, episodes)
+
+
+def episodes_of(data: Any) -> EpisodeWindow | None:
+    """A checkpoint's episode window (None if it has none); ValueError unless it is two
+    lists of numbers of one length."""
+    if data is None:
+        return None
+    if not (isinstance(data, dict) and set(data) == {"returns", "lengths"}
+            and all(isinstance(data[k], list) for k in data)
+            and all(isinstance(x, float | int) and not isinstance(x, bool) for x in data["returns"])
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in data["lengths"])):
+        raise ValueError("its episode window is not two lists of numbers (returns, lengths)")
+    return EpisodeWindow(data["returns"], data["lengths"])
 
 
 def counters_of(data: Any) -> Counters:
@@ -371,7 +393,7 @@ def same(a: float, b: float) -> bool:
 
 __all__ = [
     "CHECKPOINT", "Checkpoint", "CheckpointClock", "Counters", "MetricsRepair", "Snapshot",
-    "check_fits", "counters_of", "deterministic_fields", "load_checkpoint", "read_metrics",
+    "check_fits", "counters_of", "deterministic_fields", "episodes_of", "load_checkpoint", "read_metrics",
     "repair_metrics", "same", "save_checkpoint", "save_trace", "snapshot_if_due", "tensors_of",
     "training_plan",
 ]

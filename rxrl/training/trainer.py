@@ -32,7 +32,7 @@ from rxrl.algos import Algorithm, Snapshot
 from rxrl.algos.common import RolloutSettings, Start
 from rxrl.algos.configs import to_dict
 from rxrl.errors import ActorError
-from rxrl.rl.data.metrics import Metrics
+from rxrl.rl.data.metrics import Metrics, MetricsAccumulator, resuming
 from rxrl.timings import Timings
 from rxrl.training.callbacks import Callback
 from rxrl.training.checkpoint import (
@@ -163,6 +163,8 @@ class Trainer:
         self.clock = CheckpointClock(checkpoint_every, self.final, target_return)
         self.plan: rxrl.Plan[Snapshot | EvalResult] | None = None
         self._run: rxrl.Run[Snapshot | EvalResult] | None = None
+        #: the metrics accumulators the plan built (`rxrl.rl.data.metrics.resuming`)
+        self._accumulators: list[MetricsAccumulator] = []
         #: the latest evaluation (its counters from the first run's start), None before the first
         self.evaluated: EvalResult | None = None
         self.records: list[dict[str, float]] = []  # for the trace
@@ -186,11 +188,13 @@ class Trainer:
             return
         resumed = self.setup.resumed
         start = Start(resumed.learner_state, reseed=self.base.iteration) if resumed is not None else None
-        if self.evaluation is None:
-            self.plan = training_plan(self.algo, self.config, start, self.clock, self.worker_restarts)
-        else:
-            self.plan = training_plan(self.algo, self.config, start, self.clock, self.worker_restarts,
-                                      evaluation=self.evaluation)
+        # the plan's accumulator goes on from the checkpoint's episodes; its windows are saved
+        with resuming(resumed.episodes if resumed is not None else None) as self._accumulators:
+            if self.evaluation is None:
+                self.plan = training_plan(self.algo, self.config, start, self.clock, self.worker_restarts)
+            else:
+                self.plan = training_plan(self.algo, self.config, start, self.clock, self.worker_restarts,
+                                          evaluation=self.evaluation)
         options: dict[str, Any] = {}
         if self.backend == "ray":
             # "local": a Ray of this run's own, never a cluster that happens to run on this machine
@@ -303,7 +307,10 @@ class Trainer:
         if snapshot.state is None:
             return None
         path = self.run_dir / CHECKPOINT
-        save_checkpoint(path, self.algo.name, self.config, snapshot.state, Counters.of(m), row)
+        # one accumulator (not a multi-agent plan's): the episodes its record covered
+        episodes = (self._accumulators[0].window_at(snapshot.metrics.iteration)
+                    if len(self._accumulators) == 1 else None)
+        save_checkpoint(path, self.algo.name, self.config, snapshot.state, Counters.of(m), row, episodes)
         self.checkpointed = Counters.of(m)
         return path
 

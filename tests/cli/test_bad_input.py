@@ -112,6 +112,10 @@ CASES: dict[str, tuple[list[str], str]] = {
         ["eval", "{tmp}/bad-counters.pt"],
         "rxrl eval: error: corrupt checkpoint {tmp}/bad-counters.pt: counters.iteration must be an "
         "integer >= 0, got '3'"),
+    "checkpoint with a bad episode window": (
+        ["eval", "{tmp}/bad-episodes.pt"],
+        "rxrl eval: error: corrupt checkpoint {tmp}/bad-episodes.pt: its episode window is not two lists "
+        "of numbers (returns, lengths)"),
     "--worker-restarts below -1": (["train", "ppo", "--worker-restarts", "-2"],
                                    "rxrl train: error: --worker-restarts must be >= 0 (or -1 for "
                                    "no limit), got -2"),
@@ -143,7 +147,16 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (tmp / "ppo-run" / "config.json").write_text(CONFIG_JSON)
     save_checkpoint(tmp / "bad-counters.pt", "ppo", PPO(), PPOLearner("CartPole-v1").state_dict(),
                     Counters(iteration="3"))  # type: ignore[arg-type]
+    save_checkpoint(tmp / "bad-episodes.pt", "ppo", PPO(), PPOLearner("CartPole-v1").state_dict(),
+                    Counters(), episodes=BadWindow())  # type: ignore[arg-type]
     return tmp
+
+
+class BadWindow:
+    """What a damaged checkpoint's episode window reads as."""
+
+    def as_dict(self) -> dict[str, list[object]]:
+        return {"returns": ["x"], "lengths": [1]}
 
 
 #: the config.json of ``ppo-run``: no failed command may change it

@@ -7,8 +7,17 @@ import math
 import attrs
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from rxrl.rl.data.metrics import MetricsAccumulator, SampleMetrics, TrainMetrics
+from rxrl.rl.data.metrics import (
+    EpisodeStats,
+    EpisodeWindow,
+    MetricsAccumulator,
+    SampleMetrics,
+    TrainMetrics,
+    resuming,
+)
 from tests.rl.helpers import make_batch
 
 
@@ -72,3 +81,44 @@ def test_metrics_records_are_frozen() -> None:
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         m.policy_loss = 0.0  # type: ignore[misc]
     assert np.isfinite(m.grad_norm)
+
+
+episodes = st.lists(st.tuples(st.floats(-1e3, 1e3, width=32), st.integers(1, 500)), max_size=12)
+
+
+@given(before=episodes, after=st.lists(episodes, min_size=1, max_size=4), window=st.integers(1, 8))
+def test_an_accumulator_resumed_from_a_window_reports_what_one_that_saw_its_episodes_would(
+        before: list[tuple[float, int]], after: list[list[tuple[float, int]]], window: int) -> None:
+    """Law: an accumulator built in `resuming(W)`, W the window a record covered, and then
+    fed batches E reports the episode statistics of one that was fed W's episodes and then E;
+    and the window of each of its records is what it covered."""
+    def stats(eps: list[tuple[float, int]]) -> EpisodeStats:
+        return EpisodeStats(np.array([r for r, _ in eps], np.float32),
+                            np.array([n for _, n in eps], np.int64), len(eps))
+
+    whole = MetricsAccumulator(window=window, clock=FakeClock())
+    whole.observe_episodes(stats(before))
+    with resuming(None) as built:
+        saving = MetricsAccumulator(window=window, clock=FakeClock())
+    assert built == [saving]
+    saving.observe_episodes(stats(before))
+    saved = saving.window_at(saving.record().iteration)
+    assert saved is not None and saved == EpisodeWindow(whole._returns, whole._lengths)
+    with resuming(saved):
+        resumed = MetricsAccumulator(window=window, clock=FakeClock())
+    for batch in after:
+        whole.observe_episodes(stats(batch))
+        resumed.observe_episodes(stats(batch))
+        a, b = whole.record(), resumed.record()
+        fields = ("episode_return_mean", "episode_return_min", "episode_return_max", "episode_length_mean")
+        for name in fields:
+            assert getattr(a, name) == pytest.approx(getattr(b, name), nan_ok=True), name
+        assert resumed.window_at(b.iteration) == EpisodeWindow(whole._returns, whole._lengths)
+
+
+def test_an_accumulator_built_outside_resuming_keeps_no_windows_and_a_bad_window_is_refused() -> None:
+    acc = MetricsAccumulator()
+    acc.observe_episodes(EpisodeStats(np.ones(3, np.float32), np.ones(3, np.int64), 3))
+    assert acc.window_at(acc.record().iteration) is None
+    with pytest.raises(ValueError, match="2 returns but 1 lengths"):
+        EpisodeWindow([1.0, 2.0], [3])

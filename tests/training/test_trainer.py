@@ -230,3 +230,27 @@ def test_a_run_builds_the_env_once_on_the_driver_and_compiles_its_plan_once(
     trainer.close()
     assert made == ["CartPole-v1"]  # the spaces: one throwaway instance (workers use vector envs)
     assert len(compiled) == 1
+
+
+def test_a_resumed_run_reports_the_episodes_its_checkpoint_covered_until_new_ones_end(
+        tmp_path: Path) -> None:
+    """Law: a checkpoint keeps the episodes its record's statistics cover, and the resumed
+    run's records go on from them (before: NaN, "return n/a", until an episode ended).
+    MountainCar's episodes last 200 steps: the first 128 env-step iteration after a resume
+    (1 worker x 2 envs, restarted) ends none."""
+    run_dir = tmp_path / "run"
+    first = quick(run_dir, env="MountainCar-v0", steps=1024).run()
+    assert first.last is not None and first.last.episodes == 4
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt.episodes is not None
+    assert ckpt.episodes.returns == (-200.0,) * 4 and ckpt.episodes.lengths == (200,) * 4
+    records: list[Metrics] = []
+
+    class Keep(Callback):
+        def on_iteration(self, trainer: Trainer, record: Metrics) -> None:
+            records.append(record)
+
+    quick(run_dir, env="MountainCar-v0", steps=1280, resume=run_dir, callbacks=[Keep()]).run()
+    assert records[0].iteration == first.last.iteration + 1 and records[0].episodes == 4  # none new
+    assert records[0].episode_return_mean == -200.0 and records[0].episode_length_mean == 200.0
+    assert float(rows(run_dir)[4]["episode_return_mean"]) == -200.0

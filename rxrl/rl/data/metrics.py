@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -166,6 +168,51 @@ class Metrics:
         return row
 
 
+def _floats(values: Sequence[float]) -> tuple[float, ...]:
+    return tuple(float(x) for x in values)
+
+
+def _ints(values: Sequence[int]) -> tuple[int, ...]:
+    return tuple(int(x) for x in values)
+
+
+@attrs.frozen
+class EpisodeWindow:
+    """The episodes a record's statistics cover (the last ``window`` of them, oldest first):
+    what a checkpoint keeps so that a resumed run's records go on from the same window
+    instead of starting empty (`resuming`)."""
+
+    returns: tuple[float, ...] = attrs.field(converter=_floats)
+    lengths: tuple[int, ...] = attrs.field(converter=_ints)
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.returns) != len(self.lengths):
+            raise ValueError(f"EpisodeWindow: {len(self.returns)} returns but {len(self.lengths)} lengths")
+
+    def as_dict(self) -> dict[str, list[float] | list[int]]:
+        """Plain lists, for a checkpoint."""
+        return {"returns": list(self.returns), "lengths": list(self.lengths)}
+
+
+#: (the window accumulators built now start from, the list they are added to): `resuming`
+_RESUMING: contextvars.ContextVar[tuple[EpisodeWindow | None, list[MetricsAccumulator]] | None] = (
+    contextvars.ContextVar("rxrl_resuming", default=None))
+
+
+@contextlib.contextmanager
+def resuming(window: EpisodeWindow | None) -> Iterator[list[MetricsAccumulator]]:
+    """While a plan is built: every `MetricsAccumulator` built in the block starts from
+    ``window`` (the episodes of a checkpoint's last record; None: none) and is added to the
+    list the block gets, from which `MetricsAccumulator.window_at` reads the window to save.
+    ``rxrl.train`` builds a run's plan in it; a plan built outside starts empty."""
+    built: list[MetricsAccumulator] = []
+    token = _RESUMING.set((window, built))
+    try:
+        yield built
+    finally:
+        _RESUMING.reset(token)
+
+
 class MetricsAccumulator:
     """Turns per-iteration batches and learner reports into cumulative `Metrics`.
 
@@ -194,6 +241,17 @@ class MetricsAccumulator:
         self._start = self._last_time = clock()
         self._sampled = self._last_sampled = self._trained = self._episodes = 0
         self._iteration = 0
+        #: (iteration, its window) of the last few records, for `window_at`
+        self._windows: deque[tuple[int, EpisodeWindow]] = deque(maxlen=16)
+        self._keep_windows = False
+        resume = _RESUMING.get()
+        if resume is not None:  # built for `rxrl.train`: resumed from a window, and read by it
+            start, built = resume
+            if start is not None:
+                self._returns.extend(start.returns)
+                self._lengths.extend(start.lengths)
+            built.append(self)
+            self._keep_windows = True
 
     def observe_samples(self, batch: SampleBatch) -> SampleBatch:
         """Record the batch's episodes and env steps; return the batch unchanged."""
@@ -225,6 +283,8 @@ class MetricsAccumulator:
         self._iteration += 1
         returns = np.asarray(self._returns, dtype=np.float64)
         have = len(returns) > 0
+        if self._keep_windows:
+            self._windows.append((self._iteration, EpisodeWindow(self._returns, self._lengths)))
         return Metrics(
             iteration=self._iteration,
             env_steps_sampled=self._sampled,
@@ -241,4 +301,14 @@ class MetricsAccumulator:
         )
 
 
-__all__ = ["Episodes", "Metrics", "MetricsAccumulator", "SampleMetrics", "TrainMetrics", "metrics_of"]
+    def window_at(self, iteration: int) -> EpisodeWindow | None:
+        """The episodes record ``iteration`` (this accumulator's count) covered, if it is one
+        of the last 16 and the accumulator was built in `resuming`; else None."""
+        for it, window in reversed(self._windows):
+            if it == iteration:
+                return window
+        return None
+
+
+__all__ = ["EpisodeWindow", "Episodes", "Metrics", "MetricsAccumulator", "SampleMetrics", "TrainMetrics",
+           "metrics_of", "resuming"]

@@ -254,3 +254,26 @@ def test_a_resumed_run_reports_the_episodes_its_checkpoint_covered_until_new_one
     assert records[0].iteration == first.last.iteration + 1 and records[0].episodes == 4  # none new
     assert records[0].episode_return_mean == -200.0 and records[0].episode_length_mean == 200.0
     assert float(rows(run_dir)[4]["episode_return_mean"]) == -200.0
+
+
+def test_a_resumed_dqn_run_with_a_pipelined_learner_goes_on_from_its_checkpoints_episodes(
+        tmp_path: Path) -> None:
+    """The same for DQN, whose learner calls are pipelined (a checkpoint's snapshot reaches the
+    driver after later rounds were counted: the window saved is its record's, `window_at`)."""
+    run_dir = tmp_path / "dqn"
+    options: dict[str, Any] = {"backend": "reference", "env": "MountainCar-v0", "loggers": ["csv"],
+                               "handle_signals": False, "settings": {"num_workers": 1}}
+    first = Trainer("dqn", run_dir, steps=1600, **options).run()
+    ckpt = load_checkpoint(run_dir)
+    assert first.last is not None and ckpt.episodes is not None
+    assert len(ckpt.episodes.returns) == ckpt.counters.episodes > 0
+    assert first.last.episode_return_mean == -200.0
+    records: list[Metrics] = []
+
+    class Keep(Callback):
+        def on_iteration(self, trainer: Trainer, record: Metrics) -> None:
+            records.append(record)
+
+    Trainer("dqn", run_dir, steps=1700, resume=run_dir, callbacks=[Keep()], **options).run()
+    assert records and records[0].episodes == ckpt.counters.episodes  # none of its own yet
+    assert records[0].episode_return_mean == -200.0

@@ -136,8 +136,10 @@ class Interrupts:
         if self._graceful and self.requested is None:
             self.requested = signum
             name = signal.Signals(signum).name
-            print(f"rxrl: {name}: stopping after the next checkpoint (again to stop now)",
-                  file=sys.stderr, flush=True)
+            # one write, newline included: a second signal (its handler runs between
+            # bytecodes) cannot cut the line before its end, as print's two writes let it
+            sys.stderr.write(f"rxrl: {name}: stopping after the next checkpoint (again to stop now)\n")
+            sys.stderr.flush()
             if self.on_request is not None:
                 self.on_request(signum)
             return

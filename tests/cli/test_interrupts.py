@@ -185,3 +185,27 @@ def test_a_signal_whose_exception_python_dropped_still_stops_the_run(sig: signal
     interrupts.uninstall()
     with interrupts.graceful(lambda signum: None):
         pass
+
+
+def test_the_graceful_stop_line_is_written_whole_so_a_second_signal_cannot_cut_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two signals at once (``pkill`` hitting ``timeout`` and the run, which ``timeout``
+    relays) ran the second handler inside the first one's ``print``, between its text and its
+    newline: the next progress line was glued to it. The line is now one write."""
+    writes: list[str] = []
+
+    class Stream:
+        def write(self, text: str) -> int:
+            writes.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    monkeypatch.setattr(sys, "stderr", Stream())
+    requested: list[int] = []
+    interrupts = Interrupts()
+    with interrupts.graceful(requested.append):
+        interrupts.handle(signal.SIGINT, None)
+    assert requested == [signal.SIGINT]
+    assert writes == ["rxrl: SIGINT: stopping after the next checkpoint (again to stop now)\n"]

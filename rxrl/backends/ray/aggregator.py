@@ -13,6 +13,7 @@ dies is made again when its actors have a restart policy (``AggTarget.revive``).
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -328,10 +329,7 @@ class AggRequest(RayRequest):
                 got = self.fetch()
                 break
             except RayActorError as e:  # revived (this pull sent again), or it raises
-                sent = self.p
-                self.target.recover(self, self.node, e)
-                if self.p is sent:  # not among those it sent again: send it now
-                    self.resend()
+                self.revived(functools.partial(self.target.recover, self, self.node, e))
         self._seen()
         status, choices, events = got
         report = self.rt.report

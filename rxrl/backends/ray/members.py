@@ -12,6 +12,7 @@ the same interface.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 import warnings
@@ -164,6 +165,14 @@ class RayRequest(Request):
             raise ActorError(f"{self.target.where} failed while running "
                              f"{self.node.describe()}: {e}") from e
 
+    def revived(self, revive: Callable[[], None]) -> None:
+        """Run ``revive`` (an aggregator made again, which sends its outstanding requests
+        again, or raises); then this request too, if it was not among those it sent."""
+        sent = self.p
+        revive()
+        if self.p is sent:
+            self.resend()
+
     def status(self) -> Any:
         """The reply's status, recovering the actor (and waiting again) if it had died."""
         while True:
@@ -174,10 +183,8 @@ class RayRequest(Request):
             except (RayActorError, OwnerDiedError) as e:
                 if self.p.via is not None and (self.p.relayed or isinstance(e, OwnerDiedError)):
                     # the aggregator died, not the actor: a new one sends this again (or raises)
-                    sent = self.p
-                    self.p.via.revive(self.p.life, self.node, e)
-                    if self.p is sent:  # not among those it sent again: send it now
-                        self.resend()
+                    via, life = self.p.via, self.p.life
+                    self.revived(functools.partial(via.revive, life, self.node, e))
                     continue
                 self.target.recover(self, self.node, e)
                 continue

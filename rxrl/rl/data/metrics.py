@@ -194,6 +194,10 @@ class EpisodeWindow:
         return {"returns": list(self.returns), "lengths": list(self.lengths)}
 
 
+#: records whose windows an accumulator built in `resuming` keeps: more than the records a
+#: pipelined learner's snapshot can lag behind the accumulator
+WINDOWS_KEPT = 16
+
 #: (the window accumulators built now start from, the list they are added to): `resuming`
 _RESUMING: contextvars.ContextVar[tuple[EpisodeWindow | None, list[MetricsAccumulator]] | None] = (
     contextvars.ContextVar("rxrl_resuming", default=None))
@@ -241,9 +245,9 @@ class MetricsAccumulator:
         self._start = self._last_time = clock()
         self._sampled = self._last_sampled = self._trained = self._episodes = 0
         self._iteration = 0
-        #: (iteration, its window) of the last few records, for `window_at`
-        self._windows: deque[tuple[int, EpisodeWindow]] = deque(maxlen=16)
-        self._keep_windows = False
+        #: (iteration, returns, lengths) of the last `WINDOWS_KEPT` records, for `window_at`;
+        #: None: not kept (built outside `resuming`)
+        self._windows: deque[tuple[int, tuple[float, ...], tuple[int, ...]]] | None = None
         resume = _RESUMING.get()
         if resume is not None:  # built for `rxrl.train`: resumed from a window, and read by it
             start, built = resume
@@ -251,7 +255,7 @@ class MetricsAccumulator:
                 self._returns.extend(start.returns)
                 self._lengths.extend(start.lengths)
             built.append(self)
-            self._keep_windows = True
+            self._windows = deque(maxlen=WINDOWS_KEPT)
 
     def observe_samples(self, batch: SampleBatch) -> SampleBatch:
         """Record the batch's episodes and env steps; return the batch unchanged."""
@@ -283,8 +287,8 @@ class MetricsAccumulator:
         self._iteration += 1
         returns = np.asarray(self._returns, dtype=np.float64)
         have = len(returns) > 0
-        if self._keep_windows:
-            self._windows.append((self._iteration, EpisodeWindow(self._returns, self._lengths)))
+        if self._windows is not None:  # two C-level copies a record; converted if saved
+            self._windows.append((self._iteration, tuple(self._returns), tuple(self._lengths)))
         return Metrics(
             iteration=self._iteration,
             env_steps_sampled=self._sampled,
@@ -303,10 +307,10 @@ class MetricsAccumulator:
 
     def window_at(self, iteration: int) -> EpisodeWindow | None:
         """The episodes record ``iteration`` (this accumulator's count) covered, if it is one
-        of the last 16 and the accumulator was built in `resuming`; else None."""
-        for it, window in reversed(self._windows):
+        of the last `WINDOWS_KEPT` and the accumulator was built in `resuming`; else None."""
+        for it, returns, lengths in reversed(self._windows or ()):
             if it == iteration:
-                return window
+                return EpisodeWindow(returns, lengths)
         return None
 
 

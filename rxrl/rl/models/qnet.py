@@ -33,7 +33,9 @@ from rxrl.rl.models.policy import Weights, one_thread
 from rxrl.rl.models.qforward import QForward, check_q_spaces, greedy_actions
 
 FloatArray = npt.NDArray[np.float32]
-_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+#: activation name -> (its module, for the trunk's layers; its function, which `forward` applies)
+_ACTIVATIONS: dict[str, tuple[type[nn.Module], Callable[[torch.Tensor], torch.Tensor]]] = {
+    "tanh": (nn.Tanh, torch.tanh), "relu": (nn.ReLU, torch.relu)}
 
 
 def _linear(n_in: int, n_out: int, generator: torch.Generator) -> nn.Linear:
@@ -78,7 +80,7 @@ class QNetwork(nn.Module):
         else:
             layers: list[nn.Module] = []
             for width in config.hidden_sizes:
-                layers += [_linear(in_dim, width, init), _ACTIVATIONS[config.activation]()]
+                layers += [_linear(in_dim, width, init), _ACTIVATIONS[config.activation][0]()]
                 in_dim = width
             self.trunk = nn.Sequential(*layers)
         self.head = _linear(in_dim, num_actions, init)  # Q, or the advantages A when dueling
@@ -86,8 +88,7 @@ class QNetwork(nn.Module):
         #: an MLP trunk's linear layers and its activation, which `forward` applies as functions
         #: (a module call costs ~3 us of dispatch, a third of a CartPole learner step's forwards)
         self._layers: list[nn.Linear] | None = None
-        self._activation: Callable[[torch.Tensor], torch.Tensor] = (
-            torch.relu if config.activation == "relu" else torch.tanh)
+        self._activation = _ACTIVATIONS[config.activation][1]
         if isinstance(self.trunk, nn.Sequential):
             self._layers = [m for m in self.trunk if isinstance(m, nn.Linear)]
         self._observation_space = observation_space

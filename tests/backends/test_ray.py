@@ -234,6 +234,43 @@ def test_a_batch_flows_from_producer_to_consumer_without_visiting_the_driver(siz
     assert UNPICKLED[0] > before
 
 
+#: how often a Pickled was pickled in this process (the driver, here)
+PICKLED = [0]
+
+
+class Pickled:
+    """A value whose every pickling in a process is counted in that process."""
+
+    def __init__(self, n: int, blob: bytes = b"") -> None:
+        self.n, self.blob = n, blob
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        PICKLED[0] += 1
+        return Pickled, (self.n, self.blob)
+
+
+@pytest.mark.parametrize("size", [10, 300_000])  # inlined in a call, and in the object store
+def test_a_broadcast_value_is_serialized_once_for_all_its_actors(size: int) -> None:
+    """A value made on the driver and broadcast to three actors is pickled once per item, not
+    once per actor's call (it is put in the object store once and every actor reads that
+    copy); every actor still applies every item, in order."""
+    ledger = new_ledger()
+    group = logged_workers(3, ledger)
+
+    def hold(worker: LoggedWorker, p: Pickled) -> None:
+        assert len(p.blob) == size
+        ray.get(ledger.note.remote("weights", worker.index, p.n))
+
+    items = rxrl.from_iterable(range(5)) | ops.map(lambda n: Pickled(n, bytes(size)))
+    before = PICKLED[0]
+    plan = items | ops.broadcast(group, hold) | ops.map(lambda p: p.n)
+    assert list(rxrl.run(plan, "ray")) == [0, 1, 2, 3, 4]
+    assert PICKLED[0] - before == 5
+    notes = ray.get(ledger.read.remote())
+    for index in range(3):
+        assert [e[2] for e in notes if e[1] == index] == [0, 1, 2, 3, 4]
+
+
 def test_a_tagged_item_that_round_trips_through_an_actor_still_routes_home() -> None:
     group = rxrl.indexed_actors(lambda i: Producer(i, 0), 3, name="Producer")
     echo = rxrl.actors(Consumer, 1)

@@ -15,6 +15,7 @@ from rxrl import _aliases, ops
 from rxrl.actors import ActorGroup, Placement, Tagged, actors, indexed_actors
 from rxrl.errors import (
     ActorError,
+    BackendStoppedError,
     DeadlockError,
     OperatorError,
     PlanError,
@@ -40,7 +41,8 @@ __version__ = "0.1.0"
 _aliases.install()  # old module paths (`rxrl._aliases.MOVED`) keep importing
 
 __all__ = [
-    "NOT_READY", "ActorError", "ActorGroup", "Backend", "Callback", "Collect", "DeadlockError", "Event",
+    "NOT_READY", "ActorError", "ActorGroup", "Backend", "BackendStoppedError", "Callback", "Collect",
+    "DeadlockError", "Event",
     "LocalOp", "NotReady", "Op", "OperatorError", "Placement", "Plan", "PlanError", "RestartWarning",
     "Run", "RxrlError",
     "Schedule", "ScheduleError", "Shards", "Tagged", "Trace", "TrainResult", "Trainer",

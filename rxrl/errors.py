@@ -59,6 +59,12 @@ class ActorError(RxrlError, RuntimeError):
     """An actor could not be created, or died; the message names the group and the index."""
 
 
+class BackendStoppedError(ActorError):
+    """The backend's own processes ended under the run: the local Ray it started stopped (its
+    raylet or GCS exited, say on a SIGTERM sent to the whole process group), and every actor
+    with it. No request can be answered or resent; the message says which process ended how."""
+
+
 class RestartWarning(RuntimeWarning):
     """An actor of a run died and the run goes on with it restarted (or an aggregator made
     again): the warning names it, what it was running, why it died, where it runs now and how

@@ -136,7 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if not ray_before:
             with INTERRUPTS.ignored():  # a signal now would leave Ray's agents orphaned
-                shutdown_ray()
+                try:
+                    shutdown_ray()
+                except RayUnresponsive:
+                    if argv is None:  # the process's own command: Ray's exit hook would wait
+                        for stream in (sys.stdout, sys.stderr):  # for it again; exit now
+                            stream.flush()
+                        os._exit(code)
         if argv is None:  # the process's own command: it exits next, with ``code``
             INTERRUPTS.exiting(code)
         else:
@@ -171,6 +177,10 @@ def ray_initialized() -> bool:
     return bool(ray.is_initialized())
 
 
+class RayUnresponsive(Exception):
+    """`shutdown_ray` gave up waiting for Ray."""
+
+
 def shutdown_ray() -> None:
     """Shut down the Ray this command started, before the process exits: Ray's own exit hook
     runs after rxrl's signal handlers are gone, so a second SIGTERM arriving then killed the
@@ -178,7 +188,12 @@ def shutdown_ray() -> None:
     if ray_initialized():
         import ray
 
-        ray.shutdown()
+        from rxrl.backends.ray.connect import CLOSE_TIMEOUT_S, within
+
+        if not within(CLOSE_TIMEOUT_S, ray.shutdown):  # its processes were stopped under it
+            print(f"rxrl: Ray did not shut down within {CLOSE_TIMEOUT_S:.0f} s; exiting without it",
+                  file=sys.stderr)
+            raise RayUnresponsive
 
 
 if __name__ == "__main__":

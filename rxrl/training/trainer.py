@@ -31,7 +31,7 @@ import rxrl
 from rxrl.algos import Algorithm, Snapshot
 from rxrl.algos.common import RolloutSettings, Start
 from rxrl.algos.configs import to_dict
-from rxrl.errors import ActorError
+from rxrl.errors import ActorError, BackendStoppedError
 from rxrl.rl.data.metrics import Metrics, MetricsAccumulator, resuming
 from rxrl.timings import Timings
 from rxrl.training.callbacks import Callback
@@ -231,6 +231,18 @@ class Trainer:
             snapshot = item
         except StopIteration:
             self.status = "completed"
+            return None
+        except BackendStoppedError as e:
+            self.status = "failed"
+            if self._stop_signal is None:
+                self._reraise(e)
+            # the stop's signal reached the backend's processes too (a batch scheduler signals
+            # every process of a job): the run stops as asked, at the checkpoint it last wrote
+            self.status, self.signal = "interrupted", self._stop_signal
+            at = ("no checkpoint was written" if self.checkpointed is None else
+                  f"the checkpoint of iteration {self.checkpointed.iteration} stands")
+            print(f"{self.label}: the backend stopped too, before the next record: {e}; {at}",
+                  file=self.stream)
             return None
         except ActorError as e:
             self.status = "failed"

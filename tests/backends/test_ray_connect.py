@@ -6,11 +6,20 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from rxrl.backends.ray.connect import RayConnectError, import_path, probe, wait_registered, with_import_path
+from rxrl.backends.ray.connect import (
+    RayConnectError,
+    import_path,
+    probe,
+    wait_registered,
+    with_import_path,
+    within,
+)
 from rxrl.errors import ActorError
 from rxrl.training.machine import explain_actor_error
 from tests.cli.helpers import environment, rxrl_cli
@@ -142,3 +151,64 @@ def test_a_local_ray_s_start_goes_through_the_prompt_registration_wait() -> None
                           capture_output=True, text=True, timeout=150)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "[True]"
+
+
+def test_within_says_whether_a_call_ended_in_time_and_raises_its_error() -> None:
+    """`within`: a call that does not return is left in its thread, not waited for."""
+    release = threading.Event()
+    began = time.monotonic()
+    assert not within(0.2, release.wait)
+    assert time.monotonic() - began < 5
+    release.set()
+    assert within(5.0, lambda: None)
+    with pytest.raises(KeyError):
+        within(5.0, lambda: {}["missing"])
+
+
+LOST_PROBE = """
+import os, signal, time
+import ray
+import rxrl
+from rxrl import ops
+from rxrl.backends.ray.connect import connect, local_ray_lost
+
+
+class Slow:
+    def work(self, x: int) -> int:
+        time.sleep(0.2)
+        return x
+
+
+connect("local", {"include_dashboard": False, "log_to_driver": False, "num_cpus": 2})
+node = ray._private.worker._global_node
+assert local_ray_lost() is None
+assert all(os.getpgid(p.process.pid) != os.getpgrp() for ps in node.all_processes.values() for p in ps)
+raylet = node.all_processes["raylet"][0].process
+run = rxrl.run(rxrl.from_iterable(range(1000)) | ops.call(rxrl.actors(Slow, 1), Slow.work), "ray")
+assert next(run) == 0
+os.kill(raylet.pid, signal.SIGTERM)
+began = time.monotonic()
+try:
+    list(run)
+except rxrl.BackendStoppedError as e:
+    print("raised", round(time.monotonic() - began, 1), str(e))
+run.close()
+raylet.wait(60)
+print("lost", local_ray_lost())
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_local_ray_stopped_under_a_run_is_one_backend_stopped_error_at_once() -> None:
+    """The raylet of the local Ray a run started is stopped (SIGTERM) mid-run: the run raises
+    `BackendStoppedError` naming it at once — no restart tried, no minute of waiting on a
+    GCS that will not answer — and `local_ray_lost` says how it ended once it has. Ray's GCS
+    and raylet run in process groups of their own (a signal to the driver's group does not
+    reach them)."""
+    done = subprocess.run([sys.executable, "-c", LOST_PROBE], env=environment(),
+                          capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    raised = next(line for line in done.stdout.splitlines() if line.startswith("raised"))
+    seconds = float(raised.split()[1])
+    assert seconds < 20 and "the local Ray this run started has stopped" in raised, raised
+    assert done.stdout.strip().splitlines()[-1] == "lost its raylet exited (status 0)"

@@ -43,11 +43,13 @@ def rxrl_cli(*args: str | Path, cwd: Path | None = None,
 
 
 def start(args: Sequence[str | Path], cwd: Path | None = None,
-          env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """Start ``rxrl ARGS...`` without waiting for it (``env``: more environment variables)."""
+          env: dict[str, str] | None = None, new_session: bool = False) -> subprocess.Popen[str]:
+    """Start ``rxrl ARGS...`` without waiting for it (``env``: more environment variables;
+    ``new_session``: in a session and process group of its own, as a shell runs a job)."""
     return subprocess.Popen([console_script(), *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=cwd,
-                            env={**environment(), **(env or {})}, stdin=subprocess.DEVNULL)
+                            env={**environment(), **(env or {})}, stdin=subprocess.DEVNULL,
+                            start_new_session=new_session)
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str,

@@ -9,6 +9,7 @@ rxrl's, and a Ray interrupted while starting is shut down, not abandoned.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from rxrl.backends.ray.connect import CLOSE_TIMEOUT_S
 from rxrl.training.checkpoint import load_checkpoint
 from rxrl.training.interrupts import Interrupts, Terminated
 from tests.cli.helpers import (
@@ -109,6 +111,65 @@ def test_a_ray_run_ends_cleanly_on_a_signal_and_leaves_no_process(
         assert load_checkpoint(out).counters.iteration == int(metrics_rows(out)[-1]["iteration"])
     else:  # issue 27 item 5: a run that never started leaves no directory
         assert not out.exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.timeout(300)
+def test_a_signal_to_the_whole_process_group_stops_a_ray_run_at_a_checkpoint(
+        sig: signal.Signals, tmp_path: Path) -> None:
+    """Ctrl-C in a terminal, ``timeout`` and ``kill -- -PGID`` signal the command's whole process
+    group. Ray's GCS and raylet run in groups of their own, so the signal reaches the driver
+    alone, which stops at the next record with its checkpoint as for a signal to it alone
+    (before, a SIGTERM also reached the raylet, which exited and took the actors with it; the
+    driver then waited a minute on Ray and was aborted without a summary)."""
+    out = tmp_path / "run"
+    mark = marked()
+    proc = start(["train", "ppo", "--out", out, *ENDLESS, *QUICK], env=mark, new_session=True)
+    try:
+        wait_for(lambda: len(metrics_rows(out)) >= 2, 180, "two metrics rows", proc)
+        ray_core = [p for p in processes_marked(mark["RXRL_TEST_MARK"])
+                    if cmdline(p).split(" ")[0].endswith(("/raylet", "/gcs_server"))]
+        assert len(ray_core) == 2 and all(os.getpgid(p) != proc.pid for p in ray_core)
+        os.killpg(proc.pid, sig)
+        code, stderr = finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert code == CODES[sig], stderr
+    assert "did not answer" not in stderr and "did not shut down" not in stderr, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["signal"] == sig.name, stderr
+    assert summary["checkpoint_is_latest"] is True
+    assert load_checkpoint(out).counters.iteration == int(metrics_rows(out)[-1]["iteration"])
+    wait_for(lambda: not processes_marked(mark["RXRL_TEST_MARK"]), 30,
+             "end of every process the run started")
+
+
+@pytest.mark.timeout(300)
+def test_a_run_whose_ray_is_stopped_with_it_still_ends_with_a_summary(tmp_path: Path) -> None:
+    """A batch scheduler's stop (Slurm's ``scancel``) signals every process of the job: the
+    driver, and Ray's GCS and raylet, which then answer no call. The run still ends within
+    its bounds — Ray is waited for at most ``CLOSE_TIMEOUT_S`` while the run closes and again
+    while it shuts down — with its summary and exit status 143 (before: a minute's wait on
+    Ray, then Ray aborted the driver, and no summary.json was written)."""
+    out = tmp_path / "run"
+    mark = marked()
+    proc = start(["train", "ppo", "--out", out, *ENDLESS, *QUICK], env=mark, new_session=True)
+    try:
+        wait_for(lambda: len(metrics_rows(out)) >= 2, 180, "two metrics rows", proc)
+        ray_core = [p for p in processes_marked(mark["RXRL_TEST_MARK"])
+                    if cmdline(p).split(" ")[0].endswith(("/raylet", "/gcs_server"))]
+        assert len(ray_core) == 2
+        for pid in [proc.pid, *ray_core]:
+            os.kill(pid, signal.SIGTERM)
+        code, stderr = finish(proc, timeout=2 * CLOSE_TIMEOUT_S + 30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert code == 143, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["signal"] == "SIGTERM", stderr
+    assert load_checkpoint(out).counters.iteration == summary["checkpoint_iteration"]
 
 
 @pytest.mark.timeout(300)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import os
 import signal
 from collections.abc import Mapping
@@ -20,6 +21,7 @@ import pytest
 import rxrl
 from rxrl.algos.configs import with_settings
 from rxrl.algos.on_policy.ppo import PPO
+from rxrl.errors import BackendStoppedError
 from rxrl.rl.data.metrics import Metrics
 from rxrl.training import Callback, Trainer, TrainResult, load_checkpoint
 from rxrl.training.loggers import COUNTS
@@ -277,3 +279,46 @@ def test_a_resumed_dqn_run_with_a_pipelined_learner_goes_on_from_its_checkpoints
     Trainer("dqn", run_dir, steps=1700, resume=run_dir, callbacks=[Keep()], **options).run()
     assert records and records[0].episodes == ckpt.counters.episodes  # none of its own yet
     assert records[0].episode_return_mean == -200.0
+
+
+class _StoppedRun:
+    """A run whose backend has stopped: every pull raises `BackendStoppedError`."""
+
+    trace = None
+
+    def __next__(self) -> Any:
+        raise BackendStoppedError("actor W[0] died: the local Ray this run started has stopped")
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("stop_requested", [True, False], ids=["after-a-stop-request", "unasked"])
+def test_a_backend_that_stops_under_a_run_ends_it_as_interrupted_only_after_a_stop_request(
+        tmp_path: Path, stop_requested: bool) -> None:
+    """A signal sent to every process of a job stops the driver (asked to stop at its next
+    record) and Ray's processes too: the next record never comes. The run then ends as
+    interrupted by that signal, its last checkpoint standing; the same loss with no stop asked
+    for is a failure, raised."""
+    trainer = quick(tmp_path / "run")
+    for _ in range(5):  # a checkpoint every 1,024 env steps: at iteration 4 of 256 each
+        assert trainer.step() is not None
+    assert trainer.checkpointed is not None and trainer.checkpointed.iteration == 4
+    real_run = trainer._run
+    assert real_run is not None
+    trainer._run = _StoppedRun()  # type: ignore[assignment]
+    if stop_requested:
+        trainer.request_stop(signal.SIGTERM)
+        assert trainer.step() is None
+        result = trainer.close()
+        assert (result.status, result.signal) == ("interrupted", signal.SIGTERM)
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        assert summary["status"] == "interrupted" and summary["signal"] == "SIGTERM"
+        assert (summary["iterations"], summary["checkpoint_iteration"]) == (5, 4)
+        assert summary["checkpoint_is_latest"] is False
+        assert load_checkpoint(tmp_path / "run").counters.iteration == 4
+    else:
+        with pytest.raises(BackendStoppedError):
+            trainer.step()
+        assert trainer.close().status == "failed"
+    real_run.close()

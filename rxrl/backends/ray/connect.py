@@ -49,6 +49,7 @@ from types import FrameType
 from typing import Any
 
 import ray
+from ray._private import ray_constants
 from ray.job_config import JobConfig
 
 from rxrl import warmup
@@ -57,6 +58,8 @@ from rxrl.errors import RxrlError
 
 #: how long `connect` waits for the address of an existing cluster to accept a connection
 CONNECT_TIMEOUT_S = 10.0
+#: how long closing a run, and the ``rxrl`` command's shutdown of its local Ray, wait for Ray
+CLOSE_TIMEOUT_S = 15.0
 #: addresses that start a new local Ray (``None`` does so when no cluster is found)
 LOCAL = (None, "local")
 #: the ``ray._private.node.Node`` methods that start the processes a lean local Ray goes without
@@ -99,11 +102,12 @@ def connect(address: str | None, init_options: dict[str, Any] | None = None,
     local = address in LOCAL
     lean = _lean(options) if local else contextlib.nullcontext()
     prompt = _prompt_node_registration() if local else contextlib.nullcontext()
+    group = _own_process_group() if local else contextlib.nullcontext()
     warm: tuple[str, ...] = DRIVER_WARM
     if local and is_lean(options):  # the driver too registers add-ons for imported packages only
         addons.install()
         warm = ()
-    with held as arrived, _without_ray_sigterm_handlers(), lean, prompt, _importing(warm):
+    with held as arrived, _without_ray_sigterm_handlers(), lean, prompt, group, _importing(warm):
         try:
             ray.init(address=address, **options)
         finally:
@@ -130,6 +134,56 @@ def _importing(modules: tuple[str, ...]) -> Iterator[None]:
         yield
     finally:
         thread.join()
+
+
+def local_ray_lost(node_id: str | None = None, node_alive: bool | None = None) -> str | None:
+    """Why the local Ray this process started has stopped under it — ``"its raylet exited
+    (SIGTERM)"`` — or None: running, or not started by this process (a cluster's processes are
+    not the driver's to watch). Read from the driver's own child processes, without asking the
+    GCS: the calls that would ask it block for a minute once it is gone. ``node_id`` and
+    ``node_alive``, what the GCS said of a node, also count: the local node no longer alive
+    means its raylet is stopping, though its process has not exited yet."""
+    node: Any = getattr(ray._private.worker, "_global_node", None)
+    if node is None or not getattr(node, "all_processes", None):
+        return None
+    try:
+        dead = node.dead_processes()
+    except Exception:  # Ray's private API changed: not known
+        return None
+    for kind, process in dead:
+        if kind in (ray_constants.PROCESS_TYPE_RAYLET, ray_constants.PROCESS_TYPE_GCS_SERVER):
+            code = process.returncode
+            how = f"status {code}"
+            if code < 0:
+                with contextlib.suppress(ValueError):
+                    how = signal.Signals(-code).name
+            return f"its {kind} exited ({how})"
+    if node_alive is False and node_id is not None and node_id == getattr(node, "node_id", None):
+        return "its node is no longer alive: the raylet is stopping"
+    return None
+
+
+def within(seconds: float, fn: Callable[[], object]) -> bool:
+    """Run ``fn`` in a daemon thread; whether it ended within ``seconds`` (its exception, if it
+    raised one, is raised here). Ray's calls have no deadline of their own and a Ray whose
+    processes are stopping answers none: a call that does not return is left in its thread
+    rather than hold the driver."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as e:
+            raised.append(e)
+
+    thread = threading.Thread(target=run, name="rxrl-within", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        return False
+    if raised:
+        raise raised[0]
+    return True
 
 
 def probe(address: str, timeout_s: float) -> None:
@@ -269,6 +323,33 @@ def _skipping(methods: tuple[str, ...]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _own_process_group() -> Iterator[None]:
+    """Within the block, the processes Ray starts (its GCS and raylet, and so the raylet's
+    agents and workers) start in a process group of their own, where the kernel ends them with
+    the driver (Linux: Ray's fate sharing); elsewhere nothing changes. A signal to the driver's
+    group — Ctrl-C in a terminal, `timeout`, ``kill -- -PGID`` — then reaches the driver alone,
+    which stops at a checkpoint and shuts its Ray down, instead of reaching a raylet that exits
+    at once and takes the run's actors with it (Ray already does this on Windows)."""
+    services: Any = ray._private.services
+    original = services.ConsolePopen
+    utils: Any = ray._private.utils
+    if not sys.platform.startswith("linux") or not utils.detect_fate_sharing_support():
+        yield
+        return
+
+    class OwnGroupPopen(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("process_group", 0)
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = OwnGroupPopen
+    try:
+        yield
+    finally:
+        services.ConsolePopen = original
+
+
+@contextlib.contextmanager
 def _held_signals() -> Iterator[list[int]]:
     """Within the block, SIGINT/SIGTERM are recorded (in the yielded list), not handled."""
     arrived: list[int] = []
@@ -289,5 +370,5 @@ def _held_signals() -> Iterator[list[int]]:
                 signal.signal(sig, handler)
 
 
-__all__ = ["CONNECT_TIMEOUT_S", "LEAN_SKIPS", "RayConnectError", "connect", "import_path",
-           "is_lean", "probe", "with_import_path"]
+__all__ = ["CLOSE_TIMEOUT_S", "CONNECT_TIMEOUT_S", "LEAN_SKIPS", "RayConnectError", "connect", "import_path",
+           "is_lean", "local_ray_lost", "probe", "with_import_path", "within"]

@@ -35,8 +35,9 @@ from rxrl import graph as g
 from rxrl.actors import ActorGroup, Tagged
 from rxrl.backends.engine.stream import Request, Shard
 from rxrl.backends.local import LOCAL
+from rxrl.backends.ray.connect import local_ray_lost
 from rxrl.backends.ray.host import END, NOT_READY, OK, STALE, Chain, Failure, Host, Shape, pack
-from rxrl.errors import ActorError, OperatorError, RestartWarning
+from rxrl.errors import ActorError, BackendStoppedError, OperatorError, RestartWarning
 
 if TYPE_CHECKING:
     from rxrl.backends.ray.runtime import RayRuntime
@@ -308,7 +309,7 @@ class Member(Target):
         with self.lock:
             if failed.p.epoch != self.epoch:
                 return  # already sent again to the new life by an earlier recovery
-            if self.max_restarts == 0 or isinstance(cause, ActorDiedError):
+            if self.max_restarts == 0 or isinstance(cause, ActorDiedError) or local_ray_lost():
                 raise self._death(node, cause)
             self.restarts += 1
             self.bring_up_to_date(node)
@@ -355,11 +356,22 @@ class Member(Target):
 
     def _death(self, node: g.Node, cause: BaseException | None) -> ActorError:
         group = self.state.group
+        lost = local_ray_lost()
+        info = None if lost is not None else node_info(self.node_id)
+        if lost is None and info is not None:
+            lost = local_ray_lost(self.node_id, bool(info.get("Alive")))
+        if lost is not None:  # nothing more to ask the GCS, nothing to restart
+            return BackendStoppedError(
+                f"actor {self.where} (group built at {group.site}) died while running "
+                f"{node.describe()}: the local Ray this run started has stopped ({lost}; a "
+                f"signal sent to every process, as a batch scheduler's stop sends it, reaches "
+                f"Ray's processes too)")
         policy = ("its group has no restart policy (group.with_restarts(n) restarts dead actors)"
                   if self.max_restarts == 0 else
                   f"Ray gave up restarting it (max_restarts={self.max_restarts})")
         reason = death_reason(cause) if cause is not None else "it was restarted"
-        return ActorError(f"actor {self.where} (group built at {group.site}) {on_node(self.node_id)}died "
+        where = on_node(self.node_id, info)
+        return ActorError(f"actor {self.where} (group built at {group.site}) {where}died "
                           f"while running {node.describe()}: {reason}; {policy}")
 
 
@@ -374,17 +386,27 @@ def warn_restarted(what: str, node: g.Node, cause: BaseException | None, node_id
                   f"{on_node(node_id)}(restart {of}) and the run goes on", RestartWarning, stacklevel=2)
 
 
-def on_node(node_id: str | None) -> str:
-    """``"on node <id> (<address>, lost) "`` for a death message: the node an actor ran on, its
-    address and whether Ray still counts it alive; empty when unknown."""
+def node_info(node_id: str | None) -> dict[str, Any] | None:
+    """What Ray's GCS says of node ``node_id`` (``ray.nodes()``'s entry), or None: unknown, or
+    the cluster itself is going."""
     if node_id is None:
-        return ""
+        return None
     untyped: Any = ray
     try:
         nodes = {n["NodeID"]: n for n in untyped.nodes()}
-    except Exception:  # the cluster itself is going: the id alone
-        nodes = {}
-    info = nodes.get(node_id)
+    except Exception:  # the cluster itself is going
+        return None
+    info: dict[str, Any] | None = nodes.get(node_id)
+    return info
+
+
+def on_node(node_id: str | None, info: dict[str, Any] | None = None) -> str:
+    """``"on node <id> (<address>, lost) "`` for a death message: the node an actor ran on, its
+    address and whether Ray still counts it alive (``info``, else asked of the GCS); empty
+    when unknown."""
+    if node_id is None:
+        return ""
+    info = info if info is not None else node_info(node_id)
     if info is None:
         return f"on node {node_id[:12]} "
     state = "alive" if info.get("Alive") else "lost"

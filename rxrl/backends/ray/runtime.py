@@ -21,6 +21,7 @@ from rxrl.backends import common
 from rxrl.backends.common import Blocked, Reporter
 from rxrl.backends.engine.stream import Request, Runtime, Shard
 from rxrl.backends.kernels import Clock
+from rxrl.backends.ray.connect import CLOSE_TIMEOUT_S, local_ray_lost, within
 from rxrl.backends.ray.host import Chain, Failure, Host, MemberSpec, PinnedSpec, dumps, pack
 from rxrl.backends.ray.members import (
     POOL,
@@ -419,7 +420,7 @@ class RayRuntime(Runtime):
             bundle = {"CPU": cpus} if cpus else {"memory": 1.0}
             pg = self._groups_placed[group.key] = placement_group(
                 [dict(bundle)] * group.size, strategy=_pg_strategy(where.strategy, group.size, bundle))
-            self.closers.append(lambda: remove_placement_group(pg))
+            self.closers.append(lambda: None if local_ray_lost() else remove_placement_group(pg))
             ready, _ = ray.wait([pg.ready()], timeout=self.options.start_timeout_s)
             if not ready:
                 raise RayTimeoutError(
@@ -614,29 +615,44 @@ class RayRuntime(Runtime):
     # ------------------------------------------------------------------------------- close
 
     def close(self) -> None:
-        """Stop the run: kill its actors, release pooled hosts (idempotent)."""
+        """Stop the run: kill its actors, release pooled hosts (idempotent).
+
+        Nothing is asked of a local Ray that stopped under the run (`local_ray_lost`: it took
+        the actors with it), and a Ray that does not answer within `CLOSE_TIMEOUT_S` — a GCS
+        that is stopping answers no call, and Ray's calls have no deadline of their own, so a
+        driver would wait until Ray aborts it a minute later — is left to end on its own."""
         if self.closed:
             return
         self.closed = True
-        if self.aggregators and ray.is_initialized():
+        for state in self.states.values():  # driver-hosted actors go with the run
+            for member in state.members:
+                if isinstance(member, DriverMember):
+                    member.host.discard()
+        if not ray.is_initialized() or local_ray_lost() is not None:
+            for closer in self.closers:
+                closer()
+        elif not within(CLOSE_TIMEOUT_S, self._release):
+            warnings.warn(f"closing the run: Ray did not answer within {CLOSE_TIMEOUT_S:.0f} s (are its "
+                          f"processes stopping?); the run's actors were not seen to go", RuntimeWarning,
+                          stacklevel=2)
+        self.pinned.clear()
+
+    def _release(self) -> None:
+        """`close`'s calls to Ray: the run's actors killed (and seen to go), its placement groups
+        and restart specs removed, the pooled hosts released."""
+        if self.aggregators:
             self._record_pulls_under_way()
         for closer in self.closers:
             closer()
         for handle in self.created:
             kill(handle)
-        for state in self.states.values():  # driver-hosted actors go with the run
-            for member in state.members:
-                if isinstance(member, DriverMember):
-                    member.host.discard()
-        if self.created and ray.is_initialized():
+        if self.created:
             self._await_killed()
-        if self._groups_placed and ray.is_initialized():
+        if self._groups_placed:
             self._await_unplaced()
-        if ray.is_initialized():  # the specs go once their actors are gone
-            for pinned in self.pinned:
-                pinned.delete()
-        self.pinned.clear()
-        if self.pool_hosts and ray.is_initialized():
+        for pinned in list(self.pinned):  # the specs go once their actors are gone
+            pinned.delete()
+        if self.pool_hosts:
             releases = {h.release.remote(self.run_id): h for h in self.pool_hosts}
             # releases queue behind the run's last requests: a host that cannot finish them
             # promptly is still busy with user code, and is replaced rather than waited for

@@ -113,6 +113,21 @@ def test_a_ray_run_ends_cleanly_on_a_signal_and_leaves_no_process(
         assert not out.exists()
 
 
+def training_in_a_session(out: Path, mark: dict[str, str]) -> tuple[subprocess.Popen[str], list[int]]:
+    """``rxrl train ppo`` on Ray in a session of its own (as a shell runs a job), once it has
+    logged two records; the process and the pids of its Ray's GCS and raylet."""
+    proc = start(["train", "ppo", "--out", out, *ENDLESS, *QUICK], env=mark, new_session=True)
+    try:
+        wait_for(lambda: len(metrics_rows(out)) >= 2, 180, "two metrics rows", proc)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    ray_core = [p for p in processes_marked(mark["RXRL_TEST_MARK"])
+                if cmdline(p).split(" ")[0].endswith(("/raylet", "/gcs_server"))]
+    return proc, ray_core
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.timeout(300)
 def test_a_signal_to_the_whole_process_group_stops_a_ray_run_at_a_checkpoint(
@@ -124,11 +139,8 @@ def test_a_signal_to_the_whole_process_group_stops_a_ray_run_at_a_checkpoint(
     driver then waited a minute on Ray and was aborted without a summary)."""
     out = tmp_path / "run"
     mark = marked()
-    proc = start(["train", "ppo", "--out", out, *ENDLESS, *QUICK], env=mark, new_session=True)
+    proc, ray_core = training_in_a_session(out, mark)
     try:
-        wait_for(lambda: len(metrics_rows(out)) >= 2, 180, "two metrics rows", proc)
-        ray_core = [p for p in processes_marked(mark["RXRL_TEST_MARK"])
-                    if cmdline(p).split(" ")[0].endswith(("/raylet", "/gcs_server"))]
         assert len(ray_core) == 2 and all(os.getpgid(p) != proc.pid for p in ray_core)
         os.killpg(proc.pid, sig)
         code, stderr = finish(proc)
@@ -152,13 +164,9 @@ def test_a_run_whose_ray_is_stopped_with_it_still_ends_with_a_summary(tmp_path: 
     its bounds — Ray is waited for at most ``CLOSE_TIMEOUT_S`` while the run closes and again
     while it shuts down — with its summary and exit status 143 (before: a minute's wait on
     Ray, then Ray aborted the driver, and no summary.json was written)."""
+    proc, ray_core = training_in_a_session(tmp_path / "run", marked())
     out = tmp_path / "run"
-    mark = marked()
-    proc = start(["train", "ppo", "--out", out, *ENDLESS, *QUICK], env=mark, new_session=True)
     try:
-        wait_for(lambda: len(metrics_rows(out)) >= 2, 180, "two metrics rows", proc)
-        ray_core = [p for p in processes_marked(mark["RXRL_TEST_MARK"])
-                    if cmdline(p).split(" ")[0].endswith(("/raylet", "/gcs_server"))]
         assert len(ray_core) == 2
         for pid in [proc.pid, *ray_core]:
             os.kill(pid, signal.SIGTERM)

@@ -161,8 +161,9 @@ def test_within_says_whether_a_call_ended_in_time_and_raises_its_error() -> None
     assert time.monotonic() - began < 5
     release.set()
     assert within(5.0, lambda: None)
+    empty: dict[str, int] = {}
     with pytest.raises(KeyError):
-        within(5.0, lambda: {}["missing"])
+        within(5.0, lambda: empty["missing"])
 
 
 LOST_PROBE = """

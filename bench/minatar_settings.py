@@ -133,6 +133,8 @@ class MatchedMinAtarDQN:
     #: rxrl only: where its replay lives (`rxrl.algos.qlearning.QSettings.replay_placement`);
     #: the peer's is in its one process
     replay_placement: str = "auto"
+    #: rxrl only: the backend it runs on ("ray", the default; "rx": one process, threads)
+    backend: str = "ray"
 
     @property
     def num_envs(self) -> int:

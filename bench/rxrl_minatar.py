@@ -2,7 +2,8 @@
 
 The library's entry point as a user calls it (docs/library.md): a config built from
 `minatar_settings` (checked against it field by field before the run, and checked unchanged
-when the run starts), the default Ray backend (a local Ray of the run's own), 2 rollout
+when the run starts), the default Ray backend (a local Ray of the run's own; DQN: ``--set
+backend=rx`` for the rx backend), 2 rollout
 workers, no loggers, a checkpoint only at the end (``rxrl.train`` always writes one; its cost is
 in the wall time, and the record notes it). A callback turns the run's records into the
 `ppo_settings.RunRecord`: ``setup_s`` is the time from the process's start to the first
@@ -166,7 +167,8 @@ def run(m: ms.Matched, seed: int, budget_steps: int) -> s.RunRecord:
     recorder = Recorder(record, config, every)
     s.clean_ray_env()
     with tempfile.TemporaryDirectory(prefix="rxrl-minatar-") as tmp:
-        result = rxrl.train(config, Path(tmp) / "run", steps=budget_steps, backend="ray", loggers=[],
+        backend = m.backend if isinstance(m, ms.MatchedMinAtarDQN) else "ray"
+        result = rxrl.train(config, Path(tmp) / "run", steps=budget_steps, backend=backend, loggers=[],
                             checkpoint_every=budget_steps, callbacks=[recorder])
     if result.status != "completed":
         record.notes.append(f"rxrl.train ended {result.status}")

@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import ray
 
 import rxrl
 from rxrl import ops
 from rxrl.backends.ray import RayTimeoutError
+from rxrl.backends.ray.runtime import stored_per_call
 from tests.conformance.harness import Adder, Counter, CountingIterable, is_merge
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.timeout(120)]
@@ -249,11 +251,13 @@ class Pickled:
         return Pickled, (self.n, self.blob)
 
 
-@pytest.mark.parametrize("size", [10, 300_000])  # inlined in a call, and in the object store
-def test_a_broadcast_value_is_serialized_once_for_all_its_actors(size: int) -> None:
-    """A value made on the driver and broadcast to three actors is pickled once per item, not
-    once per actor's call (it is put in the object store once and every actor reads that
-    copy); every actor still applies every item, in order."""
+@pytest.mark.parametrize(("size", "per_item"), [(10, 1 + 3), (300_000, 1 + 1)])
+def test_a_large_broadcast_value_is_stored_once_for_all_its_actors(size: int, per_item: int) -> None:
+    """A value made on the driver and broadcast to three actors: one pickle sizes it; a large
+    one (which Ray would put in the object store for every call) is then put there once and
+    every actor reads that copy — 2 picklings an item, not 3; a small one is inlined in each
+    actor's call as before (a put costs more than inlining it: docs/benchmarks.md). Every
+    actor applies every item, in order."""
     ledger = new_ledger()
     group = logged_workers(3, ledger)
 
@@ -265,10 +269,17 @@ def test_a_broadcast_value_is_serialized_once_for_all_its_actors(size: int) -> N
     before = PICKLED[0]
     plan = items | ops.broadcast(group, hold) | ops.map(lambda p: p.n)
     assert list(rxrl.run(plan, "ray")) == [0, 1, 2, 3, 4]
-    assert PICKLED[0] - before == 5
+    assert PICKLED[0] - before == 5 * per_item
     notes = ray.get(ledger.read.remote())
     for index in range(3):
         assert [e[2] for e in notes if e[1] == index] == [0, 1, 2, 3, 4]
+
+
+def test_a_value_is_judged_stored_per_call_by_its_bytes_arrays_included() -> None:
+    assert not stored_per_call({"w": np.zeros(1_000, np.float32)})
+    assert stored_per_call({"w": np.zeros(100_000, np.float32)})
+    assert stored_per_call([np.zeros((500, 500), np.float32)[:, ::2]])  # not contiguous
+    assert not stored_per_call(lambda x: x)  # plain pickle cannot: left to Ray, per call
 
 
 def test_a_tagged_item_that_round_trips_through_an_actor_still_routes_home() -> None:

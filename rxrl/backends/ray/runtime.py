@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import pickle
 import re
 import time
 import uuid
@@ -90,6 +91,23 @@ def encode(x: Any) -> Encoded:
     if type(x) is Round and all(r.ref is not None for r in x):
         return "list", None, None, tuple(r.ref for r in x)
     return "value", None, None, ((materialize(x),),)
+
+
+#: the largest task argument Ray inlines in the call (its ``max_direct_call_object_size``,
+#: 100 KiB by default); a larger one it puts in the object store, once per call
+INLINE_LIMIT_BYTES = 100 * 1024
+
+
+def stored_per_call(value: Any) -> bool:
+    """Whether Ray would put ``value``, as a task argument, in the object store (larger than
+    `INLINE_LIMIT_BYTES`), judged by a pickle that leaves array buffers out of band (no copy
+    of their bytes); False for a value plain pickle cannot take (Ray's cloudpickle can)."""
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        head = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    except Exception:
+        return False
+    return len(head) + sum(memoryview(b).nbytes for b in buffers) > INLINE_LIMIT_BYTES
 
 
 def materialize(x: Any) -> Any:
@@ -500,10 +518,12 @@ class RayRuntime(Runtime):
         cached = self._encoded.get(nid)
         if cached is None or cached[0] is not item:  # once per item, not per actor
             encoded = encode(item)
-            if encoded[0] == "value" and sum(not isinstance(m, DriverMember) for m in state.members) > 1:
-                # one copy in the object store that every actor reads, not one serialized per
-                # actor's call (a DQN broadcast of MinAtar weights: 0.7 ms of the driver's CPU
-                # per extra actor; docs/ray.md, "A broadcast value is put once")
+            if (encoded[0] == "value" and sum(not isinstance(m, DriverMember) for m in state.members) > 1
+                    and stored_per_call(encoded[3][0][0])):
+                # one copy in the object store that every actor reads, not one per actor's call
+                # (a DQN broadcast of MinAtar weights: 0.7 ms of the driver's CPU per extra
+                # actor); a small value stays inlined in each call, which is cheaper than a put
+                # (docs/ray.md, "A broadcast value is put once")
                 encoded = "ref", None, None, (ray.put(encoded[3][0][0]),)
             cached = self._encoded[nid] = (item, encoded)
             # recorded before its effects go out: a restarted actor is brought up to date

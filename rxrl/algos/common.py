@@ -200,11 +200,11 @@ def _policy(inst: Any, attribute: attrs.Attribute[PolicyConfig], value: PolicyCo
 class IterationSample:
     """What one training iteration samples at least: ``steps`` env steps, ``shape`` the
     product of settings that makes them (its factors multiply to ``steps``), and ``lower``
-    how to make it smaller (the settings this algorithm really uses)."""
+    the config paths that make it smaller (the settings this algorithm really uses)."""
 
     steps: int
     shape: str
-    lower: str
+    lower: tuple[str, ...]
 
 
 def times(*factors: tuple[int, str]) -> str:
@@ -395,11 +395,11 @@ class RolloutSettings:
                 factors = ((rounds, "rounds"), *factors)
             return IterationSample(
                 rounds * self.round_size, times(*factors),
-                "lower --workers or --set num_envs_per_worker / fragment_length"
-                + (" / train_batch_size" if rounds > 1 else ""))
+                ("num_workers", "num_envs_per_worker", "fragment_length",
+                 *(("train_batch_size",) if rounds > 1 else ())))
         return IterationSample(self.num_envs_per_worker * self.fragment_length,
                                times(*fragment) + ", one worker's fragment",
-                               "lower --set num_envs_per_worker / fragment_length")
+                               ("num_envs_per_worker", "fragment_length"))
 
 
 # ---------------------------------------------------------------------------- environments

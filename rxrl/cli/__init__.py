@@ -21,6 +21,7 @@ from rxrl.cli import sweep as cli_sweep
 from rxrl.cli import tools as cli_tools
 from rxrl.cli import train as cli_train
 from rxrl.training.interrupts import INTERRUPTS, Terminated, exit_code
+from rxrl.training.spelling import command_line
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -153,7 +154,8 @@ def run_command(args: argparse.Namespace, commands: dict[str, Command]) -> int:
     """Run the parsed command; its exit status (a signal's ``128 + signum``, 1 on an error,
     which is printed as one line, never a traceback, unless ``RXRL_DEBUG`` is set)."""
     try:
-        return commands[args.command](args)
+        with command_line():  # errors name flags (--steps), not parameters (steps=)
+            return commands[args.command](args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return exit_code(signal.SIGINT)

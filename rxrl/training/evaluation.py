@@ -48,6 +48,7 @@ from rxrl import ops
 from rxrl.algos import Algorithm, Snapshot, get
 from rxrl.algos.common import RolloutSettings
 from rxrl.ready import NOT_READY, NotReady
+from rxrl.training.spelling import option
 
 #: evaluation seeds start this far above the config's seed (training seeds its workers with
 #: ``(seed, i)``)
@@ -82,9 +83,9 @@ class Evaluation:
     episodes: int = 10
 
     def __attrs_post_init__(self) -> None:
-        _count("--eval-interval", self.interval, 1)
-        _count("--eval-workers", self.workers, 1)
-        _count("--eval-episodes", self.episodes, 1)
+        _count(option("--eval-interval", "evaluation_interval"), self.interval, 1)
+        _count(option("--eval-workers", "evaluation_workers"), self.workers, 1)
+        _count(option("--eval-episodes", "evaluation_episodes"), self.episodes, 1)
 
     def seed(self, config: RolloutSettings, iteration: int) -> int:
         """The first env seed of the evaluation of ``iteration`` (see the module docstring)."""
@@ -102,10 +103,10 @@ def evaluation_settings(interval: int | None, workers: int = 1, episodes: int = 
     (True, 10)
     """
     if interval is None or (not isinstance(interval, bool) and interval == 0):
-        _count("--eval-workers", workers, 1)
-        _count("--eval-episodes", episodes, 1)
+        _count(option("--eval-workers", "evaluation_workers"), workers, 1)
+        _count(option("--eval-episodes", "evaluation_episodes"), episodes, 1)
         return None
-    _count("--eval-interval", interval, 0)
+    _count(option("--eval-interval", "evaluation_interval"), interval, 0)
     return Evaluation(interval, workers, episodes)
 
 

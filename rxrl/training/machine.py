@@ -9,6 +9,7 @@ import re
 
 from rxrl.algos.common import RolloutSettings
 from rxrl.errors import ActorError
+from rxrl.training.spelling import given, option, settings
 
 #: resident memory of one actor process (a rollout worker or the learner: Python, torch,
 #: gymnasium, Ray's core worker), measured on CartPole with `ps` while ``rxrl train ppo`` ran
@@ -50,17 +51,29 @@ def check_machine(config: RolloutSettings, cores: int | None = None,
     n = config.num_workers
     fit, why = worker_limit(cores, memory_mb)
     if n > fit:
-        raise ValueError(f"--workers {n}: use at most {fit} workers here ({why}), or --address "
-                         "a Ray cluster")
+        raise ValueError(f"{given('--workers', 'workers', n)}: use at most {fit} workers here "
+                         f"({why}), or train on a Ray cluster ({option('--address', 'address')})")
 
 
 def check_overshoot(config: RolloutSettings, steps_left: int) -> None:
     """Refuse a budget smaller than one iteration: the run would overshoot it many times."""
     sample = config.iteration_sample()
+    steps = option("--steps", "steps")
     if sample.steps > steps_left:
         raise ValueError(
-            f"--steps: one training iteration samples {sample.steps:,} env steps ({sample.shape}), "
-            f"more than the {steps_left:,} left to train: raise --steps, or {sample.lower}")
+            f"{steps}: one training iteration samples {sample.steps:,} env steps ({sample.shape}), "
+            f"more than the {steps_left:,} left to train: raise {steps}, or lower "
+            f"{to_lower(sample.lower)}")
+
+
+def to_lower(paths: tuple[str, ...]) -> str:
+    """The config paths that make an iteration smaller, as the caller sets them: ``num_workers``
+    by ``--workers`` (``workers``), the others by ``--set`` (``settings``)."""
+    rest = [p for p in paths if p != "num_workers"]
+    parts = [option("--workers", "workers")] if "num_workers" in paths else []
+    if rest:
+        parts.append(settings(*rest))
+    return " or ".join(parts)
 
 
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
@@ -75,7 +88,8 @@ def explain_actor_error(e: ActorError, address: str | None) -> Exception:
         if "its group has no restart policy" in str(e):
             return ActorError(str(e).replace(
                 "its group has no restart policy (group.with_restarts(n) restarts dead actors)",
-                "no restarts were allowed (--worker-restarts N restarts rollout workers)"))
+                f"no restarts were allowed ({option('--worker-restarts', 'worker_restarts')} N restarts "
+                "rollout workers)"))
         return e
     module = found.group(1)
     where = re.match(r"creating actor (\S+)", str(e))

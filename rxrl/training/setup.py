@@ -25,6 +25,7 @@ from rxrl.algos.common import RolloutSettings, env_spaces
 from rxrl.algos.configs import paths, with_settings
 from rxrl.compile import compile_plan
 from rxrl.training.checkpoint import CHECKPOINT, Checkpoint, check_fits, load_checkpoint
+from rxrl.training.spelling import given, option
 
 #: the backends a run can use
 BACKENDS = ("ray", "rx", "reference")
@@ -72,20 +73,20 @@ def prepare(algo: str | Algorithm | RolloutSettings, *, env: str | None = None,
     """
     spec = algorithm_of(algo)
     if steps is not None and steps < 1:
-        raise ValueError(f"--steps must be >= 1, got {steps}")
+        raise ValueError(f"{option('--steps', 'steps')} must be >= 1, got {steps}")
     total = int(steps) if steps is not None else spec.default_steps
     resumed = load_checkpoint(resume) if resume is not None else None
     if resumed is not None:
         if resumed.algo.name != spec.name:
-            raise ValueError(f"--resume {resume} is a {resumed.algo.name} run, not {spec.name}")
+            raise ValueError(f"{_resume(resume)} is a {resumed.algo.name} run, not {spec.name}")
         if env and env != resumed.config.env:
-            raise ValueError(f"--resume {resume} trained on {resumed.config.env}, not {env}")
+            raise ValueError(f"{_resume(resume)} trained on {resumed.config.env}, not {env}")
         config = algo if isinstance(algo, RolloutSettings) else resumed.config
         decay = getattr(config, "lr_decay_steps", None)
         if steps is not None and decay is not None and decay != steps:
             # a learning-rate schedule spans the run's budget: a longer (or shorter) --steps
             # stretches it, else the lr would be 0 for the whole extension
-            config = _settings(config, {"lr_decay_steps": steps}, "--steps")
+            config = _settings(config, {"lr_decay_steps": steps}, option("--steps", "steps"))
     elif isinstance(algo, RolloutSettings):
         config = algo if env is None else _settings(algo, {"env": env}, "option")
     else:
@@ -94,28 +95,34 @@ def prepare(algo: str | Algorithm | RolloutSettings, *, env: str | None = None,
         # a schedule spans the run's budget (a None schedule, as PPO's default, stays off)
         for spans in ("lr_decay_steps", *spec.budget_settings):
             if spans in paths(spec.config) and getattr(config, spans) is not None:
-                config = _settings(config, {spans: total}, "--steps")
+                config = _settings(config, {spans: total}, option("--steps", "steps"))
     flags = {"num_workers": workers, "seed": seed}
     config = _settings(config, {k: v for k, v in flags.items() if v is not None}, "option")
-    config = _settings(config, dict(settings or {}), "--set")
+    config = _settings(config, dict(settings or {}), option("--set", "settings"))
     if spec.check_env is not None:  # not a single-agent gymnasium env (multi-agent)
         try:
             spec.check_env(config, resumed.learner_state if resumed is not None else None)
         except ValueError as e:
-            raise ValueError(f"--resume {resume}: {e}" if resumed is not None else str(e)) from None
+            raise ValueError(f"{_resume(resume)}: {e}" if resumed is not None else str(e)) from None
     else:
         spaces = env_spaces(config, spec.name)
         if resumed is not None:
             try:
                 check_fits(resumed, config, spaces)
             except ValueError as e:
-                raise ValueError(f"--resume {resume}: {e}") from None
+                raise ValueError(f"{_resume(resume)}: {e}") from None
     if resumed is not None:
         check_state_settings(spec, resumed, config, resume)
     if resumed is not None and total <= resumed.counters.env_steps_sampled:
-        raise ValueError(f"--steps {total} is not more than the {resumed.counters.env_steps_sampled} "
+        raise ValueError(f"{given('--steps', 'steps', total)} is not more than the "
+                         f"{resumed.counters.env_steps_sampled} "
                          "env steps already trained")
     return Setup(spec, config, total, resumed)
+
+
+def _resume(resume: str | Path | None) -> str:
+    """The resumed run as its caller named it (``--resume PATH``, ``resume='PATH'``)."""
+    return given("--resume", "resume", resume)
 
 
 def _settings(config: RolloutSettings, settings: Mapping[str, Any], what: str) -> RolloutSettings:
@@ -144,7 +151,7 @@ def check_state_settings(spec: Algorithm, resumed: Checkpoint, config: RolloutSe
         before, after = attrgetter(path)(resumed.config), attrgetter(path)(config)
         if before != after:
             raise ValueError(
-                f"--resume {resume}: {path} is {before!r} in the checkpoint, {after!r} here; the "
+                f"{_resume(resume)}: {path} is {before!r} in the checkpoint, {after!r} here; the "
                 "learner state was trained with it, so a resume cannot change it (drop that "
                 "setting, or start a new run)")
 
@@ -165,8 +172,9 @@ def run_dir(out: str | Path | None, setup: Setup, resume: str | Path | None = No
         path = Path(out)
         existing = run_files(path) if path.is_dir() else []
         if existing and not (resume_dir is not None and same_dir(path, resume_dir)):
-            raise ValueError(f"--out {path} already holds a run ({', '.join(existing)}): "
-                             f"continue it with --resume {path}, or choose a new --out")
+            raise ValueError(f"{given('--out', 'run_dir', path)} already holds a run "
+                             f"({', '.join(existing)}): continue it with {_resume(path)}, or "
+                             f"choose a new {option('--out', 'run_dir')}")
     elif resume_dir is not None:
         path = resume_dir
     else:
@@ -187,20 +195,24 @@ def check_target_return(value: object) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"--target-return must be a finite number, got {value!r}")
+        raise ValueError(f"{option('--target-return', 'target_return')} must be a finite number, "
+                         f"got {value!r}")
     return float(value)
 
 
-def check_writable(path: Path) -> None:
+def check_writable(path: Path, parameter: str = "run_dir") -> None:
     """ValueError unless ``path`` is a writable directory or can be made one (its nearest
-    existing ancestor is a writable directory)."""
+    existing ancestor is a writable directory). ``parameter`` is the Python name of the
+    ``--out`` it was given as."""
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        raise ValueError(f"cannot write to --out {path}: Not a directory ({probe} is a file)")
+        raise ValueError(f"cannot write to {given('--out', parameter, path)}: Not a directory "
+                         f"({probe} is a file)")
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write to --out {path}: Permission denied ({probe})")
+        raise ValueError(f"cannot write to {given('--out', parameter, path)}: Permission denied "
+                         f"({probe})")
 
 
 def same_dir(a: Path, b: Path) -> bool:

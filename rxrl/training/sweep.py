@@ -33,6 +33,7 @@ import attrs
 from rxrl.algos import Algorithm, get
 from rxrl.algos.configs import resolve
 from rxrl.training.setup import BACKENDS, RAY_INIT, check_target_return, check_writable
+from rxrl.training.spelling import command_line
 from rxrl.training.sweep_space import (
     DISTRIBUTIONS,
     Dist,
@@ -135,6 +136,7 @@ class Sweep:
         return math.prod(len(d.args) for d in self.space.values() if d.kind == "grid")
 
 
+@command_line()  # a sweep's errors name its flags, from Python too (docs/sweeps.md)
 def make_sweep(algo: str, *, env: str | None = None, steps: int | None = None,
                trials: int | None = None, space: Mapping[str, Dist | str],
                settings: Mapping[str, Any] | None = None, search: str = "random",
@@ -280,6 +282,7 @@ def _check_schedule(sweep: Sweep, spec: Algorithm, grace: int | None, interval: 
                 "--scheduler asha or none)")
 
 
+@command_line()  # a sweep's errors name its flags, from Python too (docs/sweeps.md)
 def check_configs(sweep: Sweep) -> int:
     """Check the fixed settings, then every setting of the space at each of its probe values
     (`Dist.probes`), as a trial's `Trainer` would (its config, its budget): one-line
@@ -303,6 +306,7 @@ def check_configs(sweep: Sweep) -> int:
     return min(steps)
 
 
+@command_line()  # a sweep's errors name its flags, from Python too (docs/sweeps.md)
 def first_point(sweep: Sweep) -> dict[str, Any]:
     """The swept settings' values in the config as it stands (defaults with the fixed
     settings): `Sweep.defaults_first`'s first trial. ValueError (one line) for a value that
@@ -473,6 +477,7 @@ def sweep_files(out: Path) -> list[str]:
     return [name for name in (SWEEP_FILE, TUNE_DIR, RUNS_DIR) if (out / name).exists()]
 
 
+@command_line()  # a sweep's errors name its flags, from Python too (docs/sweeps.md)
 def check_out(sweep: Sweep, out: Path, resume: bool) -> None:
     """Refuse (one line) an ``out`` that holds a sweep without ``resume``, or that holds none
     (or another one) with it."""
@@ -481,7 +486,7 @@ def check_out(sweep: Sweep, out: Path, resume: bool) -> None:
         if existing:
             raise ValueError(f"--out {out} already holds a sweep ({', '.join(existing)}): continue it "
                              "with --resume, or choose a new --out")
-        check_writable(out)
+        check_writable(out, "out")
         return
     file = out / SWEEP_FILE
     if not file.is_file():

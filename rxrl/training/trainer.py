@@ -60,6 +60,7 @@ from rxrl.training.setup import (
     write_json,
 )
 from rxrl.training.setup import run_dir as choose_run_dir
+from rxrl.training.spelling import given, option
 
 Status = Literal["running", "completed", "reached target", "interrupted", "failed"]
 
@@ -127,9 +128,11 @@ class Trainer:
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {list(BACKENDS)}")
         if checkpoint_every < 1:
-            raise ValueError(f"--checkpoint-every must be >= 1, got {checkpoint_every}")
+            raise ValueError(f"{option('--checkpoint-every', 'checkpoint_every')} must be >= 1, "
+                             f"got {checkpoint_every}")
         if worker_restarts < -1:
-            raise ValueError(f"--worker-restarts must be >= 0 (or -1 for no limit), got {worker_restarts}")
+            raise ValueError(f"{option('--worker-restarts', 'worker_restarts')} must be >= 0 (or -1 "
+                             f"for no limit), got {worker_restarts}")
         target_return = check_target_return(target_return)
         check_loggers(loggers)
         self.evaluation: Evaluation | None = evaluation_settings(
@@ -148,7 +151,8 @@ class Trainer:
         self.run_dir = choose_run_dir(run_dir, self.setup, resume)
         self.trace_file = Path(trace) if trace is not None else None
         if self.trace_file is not None and not self.trace_file.parent.is_dir():
-            raise ValueError(f"cannot write --trace {self.trace_file}: no directory {self.trace_file.parent}")
+            raise ValueError(f"cannot write {given('--trace', 'trace', self.trace_file)}: no "
+                             f"directory {self.trace_file.parent}")
         self.backend, self.address, self.target = backend, address, target_return
         self.checkpoint_every, self.worker_restarts = checkpoint_every, worker_restarts
         self.callbacks = list(callbacks)
@@ -208,7 +212,7 @@ class Trainer:
             self._run = rxrl.run(self.plan, self.backend, on_event=self.timings, **options)
         except RayConnectError as e:
             self.status = "failed"
-            raise ValueError(f"--address {self.address}: {e}") from None
+            raise ValueError(f"{given('--address', 'address', self.address)}: {e}") from None
         except ActorError as e:
             self.status = "failed"
             self._reraise(e)

@@ -21,6 +21,7 @@ from rxrl.cli.tools import episode_returns
 from rxrl.rl.data.metrics import Metrics
 from rxrl.training import Callback, Trainer
 from rxrl.training.checkpoint import CheckpointClock, save_checkpoint, training_plan
+from rxrl.training.spelling import command_line
 from rxrl.training.evaluation import (
     COLUMNS,
     EVAL_SEED_OFFSET,
@@ -129,13 +130,20 @@ def test_evaluation_refuses_the_algorithms_it_does_not_support(tmp_path: Path) -
     assert not (tmp_path / "m").exists()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"interval": -1}, "--eval-interval must be an integer >= 0"),
-    ({"interval": 2, "workers": 0}, "--eval-workers must be an integer >= 1"),
-    ({"interval": 0, "episodes": 0}, "--eval-episodes must be an integer >= 1"),
+@pytest.mark.parametrize(("kwargs", "parameter", "flag"), [
+    ({"interval": -1}, "evaluation_interval must be an integer >= 0",
+     "--eval-interval must be an integer >= 0"),
+    ({"interval": 2, "workers": 0}, "evaluation_workers must be an integer >= 1",
+     "--eval-workers must be an integer >= 1"),
+    ({"interval": 0, "episodes": 0}, "evaluation_episodes must be an integer >= 1",
+     "--eval-episodes must be an integer >= 1"),
 ])
-def test_evaluation_settings_are_checked(kwargs: dict[str, int], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_evaluation_settings_are_checked(kwargs: dict[str, int], parameter: str, flag: str) -> None:
+    """A bad setting is named as the caller gave it: the Trainer's parameter from Python, the
+    flag from ``rxrl train``."""
+    with pytest.raises(ValueError, match=f"^{parameter}"):
+        evaluation_settings(**kwargs)
+    with command_line(), pytest.raises(ValueError, match=f"^{flag}"):
         evaluation_settings(**kwargs)
     assert evaluation_settings(None) is None and evaluation_settings(0) is None
 

@@ -67,7 +67,7 @@ class MAML(RolloutSettings):
             (self.num_workers, "workers"), (self.tasks_per_worker, "tasks"),
             (self.num_envs_per_worker, "episodes"), (horizon(self), "steps"),
             (2, "passes, before and after adaptation")),
-            "lower --workers or --set tasks_per_worker / num_envs_per_worker")
+            ("num_workers", "tasks_per_worker", "num_envs_per_worker"))
 
 
 def task_env(config: MAML, seed: int, worker_index: int) -> TaskEnv:

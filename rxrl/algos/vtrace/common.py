@@ -137,7 +137,7 @@ class VTraceSettings(RolloutSettings):
         return IterationSample(self.batch_rows, times(
             (self.fragments_per_batch, "fragments"), (self.num_envs_per_worker, "envs"),
             (self.fragment_length, "steps")),
-            "lower --set train_batch_size / num_envs_per_worker / fragment_length")
+            ("train_batch_size", "num_envs_per_worker", "fragment_length"))
 
     @property
     def learner_queue(self) -> int:

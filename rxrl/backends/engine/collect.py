@@ -7,6 +7,7 @@ polling. A collector whose every shard waits so, with nothing in flight, is not 
 
 from __future__ import annotations
 
+import bisect
 import functools
 from collections import deque
 from typing import Any
@@ -28,6 +29,8 @@ class _Collector(Stream):
         self._rt, self._nid, self._node, self._shards = rt, nid, node, shards
         #: per shard: the effect count at which it answered NOT_READY (None: not parked)
         self._parked_at: list[int | None] = [None] * len(shards)
+        #: the last set of shards waited on and its `_where` (`_waiting_on`)
+        self._waited: tuple[frozenset[int], str] = (frozenset(), "")
         for i, shard in enumerate(shards):
             shard.reader, shard.reader_id = node, nid
             rt.blocked.watch(nid, i, functools.partial(self._why, i))
@@ -56,6 +59,14 @@ class _Collector(Stream):
 
     def _where(self, live: list[int]) -> str:
         return ", ".join(self._shards[i].where for i in live)
+
+    def _waiting_on(self, live: list[int]) -> str:
+        """`_where` of the shards waited on, in shard order: made again only when that set
+        changes (a wait per item must not join N names)."""
+        key = frozenset(live)
+        if self._waited[0] != key:
+            self._waited = (key, self._where(sorted(key)))
+        return self._waited[1]
 
 
 class Barrier(_Collector):
@@ -142,9 +153,10 @@ class Gather(_Collector):
                 return END if all(self._ended) else NOT_READY
             done = [i for i, q in enumerate(queues) if q and q[0].done()]
             if not done:  # wait for one, looking in rotation after the shard taken last
-                live = sorted((i for i, q in enumerate(queues) if q),
-                              key=lambda i: (i <= self._last, i))
-                rt.wait_any([queues[i][0] for i in live], self._node, self._where(live))
+                live = [i for i, q in enumerate(queues) if q]
+                after = bisect.bisect_right(live, self._last)
+                live = live[after:] + live[:after]
+                rt.wait_any([queues[i][0] for i in live], self._node, self._waiting_on(live))
                 continue
             i = min(done, key=lambda j: queues[j][0].stamp)
             self._last = i

@@ -86,6 +86,7 @@ class Call(_Pipeline[Request]):
     def __init__(self, rt: Runtime, nid: int, node: g.Call, source: Stream) -> None:
         super().__init__(rt, nid, node, source)
         self._node = node
+        self._called = f"the actor it called ({node.group!r})"  # made once, read per item
         self._position = 0
         self._by_value = node.route is not None  # a route function reads the item's value
         if self._by_value:
@@ -122,7 +123,7 @@ class Call(_Pipeline[Request]):
             if waiting:
                 return NOT_READY
         head = calls.popleft()
-        return self._rt.result(head, self._node, f"the actor it called ({self._node.group!r})")
+        return self._rt.result(head, self._node, self._called)
 
     def ready(self) -> bool:
         if self._calls and not self._node.block:  # nobody waits on it: has its result landed?

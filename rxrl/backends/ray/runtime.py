@@ -556,18 +556,19 @@ class RayRuntime(Runtime):
         self._wait(requests, node, where)
 
     def _wait(self, requests: Sequence[Request], node: g.Node, where: str) -> None:
-        todo = [r for r in requests if isinstance(r, RayRequest)]
-        if any(r.done() for r in todo) or len(todo) < len(requests):
-            return
+        todo: list[RayRequest] = []
+        refs = []
+        for r in requests:  # one pass: a collector waits on every shard's oldest request
+            if not isinstance(r, RayRequest) or r.done():
+                return
+            todo.append(r)
+            refs.append(r.ref())
         # one ray.wait, which returns at once if one is done already: the first in list order
         with self.report.waiting(where):
-            ready, _ = ray.wait([r.ref() for r in todo], num_returns=1,
-                                timeout=self.options.timeout_s)
+            ready, _ = ray.wait(refs, num_returns=1, timeout=self.options.timeout_s)
         if not ready:
             raise self.timeout(node, where)
-        for r in todo:
-            if r.ref() in ready:
-                r.mark()
+        todo[refs.index(ready[0])].mark()
 
     def result(self, request: Request, node: g.Node, where: str) -> Any:
         return request.outcome()  # a ray.get with the run's deadline: one call, not two

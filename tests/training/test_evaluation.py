@@ -21,7 +21,6 @@ from rxrl.cli.tools import episode_returns
 from rxrl.rl.data.metrics import Metrics
 from rxrl.training import Callback, Trainer
 from rxrl.training.checkpoint import CheckpointClock, save_checkpoint, training_plan
-from rxrl.training.spelling import command_line
 from rxrl.training.evaluation import (
     COLUMNS,
     EVAL_SEED_OFFSET,
@@ -30,6 +29,7 @@ from rxrl.training.evaluation import (
     evaluation_settings,
     greedy_policy,
 )
+from rxrl.training.spelling import command_line
 
 #: a small PPO: 256 env steps per iteration
 QUICK_PPO: dict[str, Any] = {"num_workers": 1, "num_envs_per_worker": 2, "fragment_length": 64,

@@ -89,5 +89,6 @@ def test_export_names_out_and_overwrite_from_python(tmp_path: Path) -> None:
     (tmp_path / "p.onnx").write_bytes(b"")
     with pytest.raises(ValueError, match=r"exists; remove it or pass overwrite=True to overwrite it$"):
         export_policy(tmp_path / "run", tmp_path / "p.onnx", "onnx")
-    with command_line(), pytest.raises(ValueError, match=r"exists; remove it or pass --force to overwrite it$"):
+    flag = r"exists; remove it or pass --force to overwrite it$"
+    with command_line(), pytest.raises(ValueError, match=flag):
         export_policy(tmp_path / "run", tmp_path / "p.onnx", "onnx")

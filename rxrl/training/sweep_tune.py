@@ -37,6 +37,7 @@ from ray.tune.trainable.function_trainable import wrap_function
 from rxrl.rl.data.metrics import Metrics
 from rxrl.training.callbacks import Callback
 from rxrl.training.checkpoint import CHECKPOINT, load_checkpoint
+from rxrl.training.spelling import command_line
 from rxrl.training.sweep import (
     METRIC,
     RUNS_DIR,
@@ -99,13 +100,14 @@ def run_trial(config: Mapping[str, Any], job: TrialJob) -> None:
                                job.steps, job.target_return)
         tune.report({**row, CHECKPOINTS: index})
         return
-    trainer = Trainer(job.algo, run_dir, env=job.env, settings={**job.settings, **config},
-                      steps=job.steps, resume=run_dir if resumed is not None else None,
-                      backend=job.backend, checkpoint_every=job.checkpoint_every, loggers=["csv"],
-                      target_return=job.target_return,
-                      callbacks=[TuneReport(trial, index, job.target_return, job.steps)],
-                      handle_signals=False)
-    trainer.run()
+    with command_line():  # a trial's errors name the sweep's flags, as the sweep's own do
+        trainer = Trainer(job.algo, run_dir, env=job.env, settings={**job.settings, **config},
+                          steps=job.steps, resume=run_dir if resumed is not None else None,
+                          backend=job.backend, checkpoint_every=job.checkpoint_every,
+                          loggers=["csv"], target_return=job.target_return,
+                          callbacks=[TuneReport(trial, index, job.target_return, job.steps)],
+                          handle_signals=False)
+        trainer.run()
 
 
 def restore(checkpoint: tune.Checkpoint, run_dir: Path, trial: str,

@@ -92,3 +92,33 @@ def test_export_names_out_and_overwrite_from_python(tmp_path: Path) -> None:
     flag = r"exists; remove it or pass --force to overwrite it$"
     with command_line(), pytest.raises(ValueError, match=flag):
         export_policy(tmp_path / "run", tmp_path / "p.onnx", "onnx")
+
+
+def test_a_sweep_trial_trains_inside_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep names its flags (docs/sweeps.md), its trials too: the trainer of a trial, made
+    inside Tune's worker, is made and run inside `command_line`."""
+    from ray import tune
+
+    from rxrl.training import sweep_tune
+    from rxrl.training.spelling import on_command_line
+
+    seen: list[tuple[str, bool]] = []
+
+    class Recording:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            seen.append(("made", on_command_line()))
+
+        def run(self) -> None:
+            seen.append(("run", on_command_line()))
+
+    class Context:
+        def get_trial_id(self) -> str:
+            return "trial-0"
+
+    monkeypatch.setattr(sweep_tune, "Trainer", Recording)
+    monkeypatch.setattr(tune, "get_context", Context)  # the module the trial's body reads
+    monkeypatch.setattr(tune, "get_checkpoint", lambda: None)
+    job = sweep_tune.TrialJob("ppo", None, 1000, {}, "reference", 1000, str(tmp_path))
+    sweep_tune.run_trial({}, job)
+    assert seen == [("made", True), ("run", True)]
+    assert not on_command_line()

@@ -9,7 +9,7 @@ import re
 
 from rxrl.algos.common import RolloutSettings
 from rxrl.errors import ActorError
-from rxrl.training.spelling import given, option, settings
+from rxrl.training.spelling import Placeholder, given, option, settings
 
 #: resident memory of one actor process (a rollout worker or the learner: Python, torch,
 #: gymnasium, Ray's core worker), measured on CartPole with `ps` while ``rxrl train ppo`` ran
@@ -52,7 +52,7 @@ def check_machine(config: RolloutSettings, cores: int | None = None,
     fit, why = worker_limit(cores, memory_mb)
     if n > fit:
         raise ValueError(f"{given('--workers', 'workers', n)}: use at most {fit} workers here "
-                         f"({why}), or train on a Ray cluster ({option('--address', 'address')})")
+                         f"({why}), or train on a Ray cluster ({given('--address', 'address', ADDRESS)})")
 
 
 def check_overshoot(config: RolloutSettings, steps_left: int) -> None:
@@ -76,6 +76,9 @@ def to_lower(paths: tuple[str, ...]) -> str:
     return " or ".join(parts)
 
 
+#: placeholders in a message's example of an option (``--address ADDRESS``, ``address=ADDRESS``)
+ADDRESS, N = Placeholder("ADDRESS"), Placeholder("N")
+
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
 
 
@@ -88,8 +91,8 @@ def explain_actor_error(e: ActorError, address: str | None) -> Exception:
         if "its group has no restart policy" in str(e):
             return ActorError(str(e).replace(
                 "its group has no restart policy (group.with_restarts(n) restarts dead actors)",
-                f"no restarts were allowed ({option('--worker-restarts', 'worker_restarts')} N restarts "
-                "rollout workers)"))
+                f"no restarts were allowed ({given('--worker-restarts', 'worker_restarts', N)} "
+                "restarts rollout workers)"))
         return e
     module = found.group(1)
     where = re.match(r"creating actor (\S+)", str(e))

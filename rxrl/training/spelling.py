@@ -42,10 +42,18 @@ def option(flag: str, parameter: str) -> str:
     return flag if _COMMAND_LINE.get() else parameter
 
 
+class Placeholder(str):
+    """A value that stands for any (``N``): `given` shows it bare, ``worker_restarts=N``."""
+
+    __slots__ = ()
+
+
 def given(flag: str, parameter: str, value: object) -> str:
     """The option with the value it was given: ``--steps 100``, or ``steps=100``."""
     if _COMMAND_LINE.get():
         return f"{flag} {value}"
+    if isinstance(value, Placeholder):
+        return f"{parameter}={value}"
     shown = str(value) if isinstance(value, PurePath) else value
     return f"{parameter}={shown!r}" if isinstance(shown, str) else f"{parameter}={shown}"
 
@@ -57,4 +65,4 @@ def settings(*paths: str) -> str:
     return f"--set {joined}" if _COMMAND_LINE.get() else f"the settings {joined}"
 
 
-__all__ = ["command_line", "given", "on_command_line", "option", "settings"]
+__all__ = ["Placeholder", "command_line", "given", "on_command_line", "option", "settings"]

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
+from rxrl.errors import ActorError
 from rxrl.training import Trainer
 from rxrl.training.export import export_policy
+from rxrl.training.machine import explain_actor_error
 from rxrl.training.spelling import command_line, given, option, settings
 
 
@@ -67,6 +69,22 @@ def test_a_trainers_bad_option_is_named_by_its_parameter_from_python(case: str) 
     with command_line(), pytest.raises(ValueError) as from_cli:
         Trainer("ppo", **kwargs)
     assert str(from_cli.value).startswith(cli)
+
+
+def test_an_example_value_is_shown_bare() -> None:
+    """Where a message shows how to give an option (any value: a placeholder), Python's
+    spelling is ``worker_restarts=N``, the command line's ``--worker-restarts N``."""
+    dead = ActorError("actor w[0] died: its group has no restart policy (group.with_restarts(n) "
+                      "restarts dead actors)")
+    assert str(explain_actor_error(dead, None)).endswith(
+        "no restarts were allowed (worker_restarts=N restarts rollout workers)")
+    with command_line():
+        assert str(explain_actor_error(dead, None)).endswith(
+            "no restarts were allowed (--worker-restarts N restarts rollout workers)")
+    with pytest.raises(ValueError, match=r"or train on a Ray cluster \(address=ADDRESS\)$"):
+        Trainer("ppo", workers=100_000)
+    with command_line(), pytest.raises(ValueError, match=r"or train on a Ray cluster \(--address ADDRESS\)$"):
+        Trainer("ppo", workers=100_000)
 
 
 def test_a_run_directory_that_holds_a_run_is_named_with_run_dir_and_resume(tmp_path: Path) -> None:

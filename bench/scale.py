@@ -162,6 +162,9 @@ class Stopwatch:
 class Side(Protocol):
     """One system's side of a (shape, N) case: measured several times, then closed."""
 
+    #: times the measurements (and holds the driver's CPU of the last one)
+    watch: Stopwatch
+
     def measure(self) -> tuple[int, float]:
         """(items, seconds) of one timed window, after a warm-up."""
         ...

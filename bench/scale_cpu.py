@@ -78,8 +78,7 @@ def measure(side: scale.Side) -> dict[str, float]:
     by_kind: dict[str, float] = collections.defaultdict(float)
     for pid, (name, cpu) in after.items():
         by_kind[name] += cpu - procs.get(pid, (name, 0.0))[1]
-    watch: scale.Stopwatch = side.watch  # type: ignore[attr-defined]
-    row = {"items/s": rate, "driver ms/item": 1000 * watch.cpu_s / items,
+    row = {"items/s": rate, "driver ms/item": 1000 * side.watch.cpu_s / items,
            "machine ms/item": (machine_cpu_s() - machine) * per_item}
     top = sorted(by_kind.items(), key=lambda kv: -kv[1])[:6]
     row.update({f"{name} ms/item": cpu * per_item for name, cpu in top})

@@ -43,7 +43,7 @@ import numpy as np
 from rxrl.algos import Algorithm
 from rxrl.algos.common import RolloutSettings
 from rxrl.training.checkpoint import load_checkpoint
-from rxrl.training.spelling import given, on_command_line
+from rxrl.training.spelling import given, option
 
 #: the formats `export_policy` writes
 FORMATS = ("torchscript", "pt2", "onnx")
@@ -202,9 +202,9 @@ def export_policy(checkpoint: str | Path, out: str | Path, fmt: str = "torchscri
     target = Path(out)
     if target.is_dir() or str(out).endswith(("/", os.sep)):
         raise ValueError(f"{given('--out', 'out', out)} is a directory; name the file to write")
-    force = "--force" if on_command_line() else "overwrite=True"
     if target.exists() and not overwrite:
-        raise ValueError(f"{target} exists; remove it or pass {force} to overwrite it")
+        raise ValueError(f"{target} exists; remove it or pass {option('--force', 'overwrite=True')} "
+                         "to overwrite it")
     if not target.parent.is_dir():
         raise ValueError(f"cannot write {target}: no directory {target.parent}")
     if fmt == "onnx":

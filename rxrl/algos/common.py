@@ -157,12 +157,19 @@ def _gpus(inst: Any, attribute: attrs.Attribute[float], value: float) -> None:
                          f"whole number of GPUs, got {value!r}")
 
 
-#: ``RolloutSettings.learner_placement``
-LearnerPlacement = Literal["actor", "driver"]
+#: ``RolloutSettings.learner_placement`` (``"auto"``: where an algorithm's
+#: `RolloutSettings.auto_learner_placement` says it may choose)
+LearnerPlacement = Literal["actor", "driver", "auto"]
 
 
-#: attrs validator of a `LearnerPlacement`
-valid_placement = one_of(LearnerPlacement)
+def valid_placement(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    """attrs validator of a `LearnerPlacement`: ``"auto"`` only where the settings class
+    resolves it (`RolloutSettings.auto_learner_placement`)."""
+    allowed = list(get_args(LearnerPlacement))
+    if not type(inst).auto_learner_placement:
+        allowed.remove("auto")
+    if value not in allowed:
+        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be one of {allowed}, got {value!r}")
 
 
 def refuse_placed_on_driver(settings: Any, role: str, on_driver: bool) -> None:
@@ -301,13 +308,13 @@ def _worker_placements(settings: RolloutSettings) -> list[str] | None:
     return list(dict.fromkeys(each[i % len(each)] for i in range(settings.num_workers)))
 
 
-def hosted(learner: ActorGroup[A], settings: RolloutSettings) -> ActorGroup[A]:
+def hosted(learner: ActorGroup[A], settings: RolloutSettings, auto_on_driver: bool = False) -> ActorGroup[A]:
     """A single ``learner`` where ``settings`` put it: the driver's process
-    (``learner_placement="driver"``, `ActorGroup.on_driver`), or an actor process of its own
-    that asks Ray for ``learner_gpus`` when it trains on CUDA (Ray gives an actor a GPU only if
-    it asks for one). Every algorithm with one learner builds it through here, so that the
-    setting is never silently ignored."""
-    if settings.learner_placement == "driver":
+    (``learner_placement="driver"``, or ``"auto"`` and ``auto_on_driver``: `ActorGroup.on_driver`),
+    or an actor process of its own that asks Ray for ``learner_gpus`` when it trains on CUDA (Ray
+    gives an actor a GPU only if it asks for one). Every algorithm with one learner builds it
+    through here, so that the setting is never silently ignored."""
+    if settings.learner_placement == "driver" or (settings.learner_placement == "auto" and auto_on_driver):
         return learner.on_driver()
     if device_of(settings) != "cpu":
         return learner.with_options(num_gpus=settings.learner_gpus)
@@ -332,7 +339,10 @@ class RolloutSettings:
     no torch to import in one; its calls run on the driver, which suits a synchronous learner
     that the workers wait for anyway; building it then sets the driver's torch thread count
     to ``learner_threads``, and with CUDA the driver's GPU is the one it uses). PPO and A2C
-    place it on the driver by default.
+    place it on the driver by default; DQN chooses (``"auto"``: the driver where its replay is
+    on the driver, `rxrl.algos.qlearning.common.learner_on_driver`). A learner on the driver
+    runs its calls on a thread of its own, so the driver routes the rest of the plan while it
+    trains (docs/ray.md, "On the driver").
 
     ``episode_metrics``: ``"module:function"``, a function every rollout worker calls for
     each episode that ends (with that sub-env's final ``info``, the episode's return and
@@ -367,6 +377,8 @@ class RolloutSettings:
     #: whether the plan trains a recurrent policy on sequences (so that ``policy.recurrent``
     #: may be set)
     supports_recurrence: ClassVar[bool] = False
+    #: whether ``learner_placement="auto"`` is resolved by the algorithm (DQN: yes)
+    auto_learner_placement: ClassVar[bool] = False
 
     def __attrs_post_init__(self) -> None:
         grouped = int(getattr(getattr(self, "learner", None), "num_learners", 1)) > 1

@@ -619,7 +619,8 @@ def test_a_driver_actor_waits_for_its_input_within_timeout_s() -> None:
     try:
         with pytest.raises(RayTimeoutError, match=r"^Where\[0\] \(on the driver\): the item it was sent "
                                                   r"could not be fetched .* within timeout_s=0.2 s$"):
-            member.apply(0, ("ref", None, None, (pending,)))
+            member.apply(0, ("ref", None, None, (pending,))).status.result(timeout=30)
     finally:
         ray.get(blocker.release.remote(), timeout=30)
+        member.close(30)
     assert ray.get(pending, timeout=30) == 1

@@ -452,6 +452,16 @@ def replay_on_driver(config: QSettings) -> bool:
     return size is not None and size <= SMALL_OBSERVATION_BYTES
 
 
+def learner_on_driver(config: QSettings) -> bool:
+    """Whether ``config``'s single learner is hosted on the driver: ``learner_placement``, with
+    ``"auto"`` resolved: the driver where the replay is (`replay_on_driver`: DQN's MLP
+    Q-networks), whose batches it then trains on without a copy, and with nothing in another
+    process to import torch for (docs/benchmarks.md, "Memory")."""
+    if config.learner_placement != "auto":
+        return config.learner_placement == "driver"
+    return config.placement.learner == "any" and replay_on_driver(config)
+
+
 def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSchedule],
                   start: Start | None, shards: int = 1) -> DQNGroups:
     """``num_workers`` workers (``epsilon(i)`` each), a `DQNLearner` and ``shards`` replay shards."""
@@ -466,7 +476,7 @@ def make_q_groups(config: QSettings, epsilon: Callable[[int], float | LinearSche
                                       n, name="DQNLearner-allreduce")
     else:
         learner = hosted(rxrl.indexed_actors(Pickled.of(ReplayLearnerFactory(DQN_LEARNER, config, start)), 1,
-                                             name="DQNLearner"), config)
+                                             name="DQNLearner"), config, learner_on_driver(config))
     replay = rxrl.indexed_actors(Pickled.of(ShardFactory(config, start)), shards, name="ReplayShard")
     if replay_on_driver(config):
         replay = replay.on_driver()

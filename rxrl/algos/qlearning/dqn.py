@@ -9,7 +9,16 @@ import attrs
 
 import rxrl
 from rxrl import ops
-from rxrl.algos.common import Start, episode_metric_names, instance_of, int_at_least, optional, positive
+from rxrl.algos.common import (
+    LearnerPlacement,
+    Start,
+    episode_metric_names,
+    instance_of,
+    int_at_least,
+    optional,
+    positive,
+    valid_placement,
+)
 from rxrl.algos.qlearning.common import (
     Q_STATE,
     DQNGroups,
@@ -61,6 +70,10 @@ class DQN(QSettings):
 
     #: ``replay_placement="auto"`` hosts the replay on the driver for small observations
     auto_replay_on_driver: ClassVar[bool] = True
+    #: ``learner_placement="auto"`` hosts the learner there too (`learner_on_driver`)
+    auto_learner_placement: ClassVar[bool] = True
+
+    learner_placement: LearnerPlacement = attrs.field(default="auto", validator=valid_placement)
 
     exploration_steps: int = attrs.field(default=100_000, validator=int_at_least(1))
     learner: DQNConfig = attrs.field(default=LEARNER, validator=instance_of(DQNConfig))

@@ -17,7 +17,10 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from concurrent.futures import wait as futures_wait
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -83,6 +86,56 @@ class Pending:
     via: Any = None
     #: the life of that aggregator (its ``epoch``) when it was sent through it
     life: int = 0
+    #: ``status`` as a ``Future`` (see `ready`)
+    future: Future[Any] | None = None
+
+    def future_of(self) -> Future[Any]:
+        """``status`` as a ``Future``: itself for a driver-hosted actor's reply; an object
+        ref's ``future()``, asked for once (Ray calls back once per ``future()``)."""
+        if type(self.status) is Future:
+            return self.status
+        if self.future is None:
+            self.future = self.status.future()
+        return self.future
+
+
+def get(ref: Any, timeout_s: float | None) -> Any:
+    """``ray.get(ref)``, or the result of a driver-hosted actor's ``Future``, within ``timeout_s``
+    (``GetTimeoutError`` past it, either way)."""
+    if type(ref) is Future:
+        try:
+            return ref.result(timeout_s)
+        except FutureTimeoutError as e:
+            raise GetTimeoutError(str(e)) from e
+    return ray.get(ref, timeout=timeout_s)
+
+
+def ready(requests: Sequence[RayRequest], num_returns: int, timeout_s: float | None) -> list[RayRequest]:
+    """The requests of ``requests`` whose replies have landed, in their order: at most
+    ``num_returns``, waiting until as many have (or ``timeout_s`` passed; 0: look, do not
+    wait), as ``ray.wait`` does over their refs. A driver-hosted actor's reply is a
+    ``Future``; to block on both kinds at once, an object ref is waited on through its
+    ``future()`` (asked once per reply: ``Pending.future``)."""
+    refs = [r.p.status for r in requests]
+    if not any(type(ref) is Future for ref in refs):
+        if not refs:
+            return []
+        landed = ray.wait(refs, num_returns=num_returns, timeout=timeout_s)[0]
+        if len(landed) == 1:
+            return [requests[refs.index(landed[0])]]
+        seen = set(landed)
+        return [r for r, ref in zip(requests, refs, strict=True) if ref in seen]
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        objects = [ref for ref in refs if type(ref) is not Future]
+        seen = set(ray.wait(objects, num_returns=len(objects), timeout=0)[0]) if objects else set()
+        done = [r for r, ref in zip(requests, refs, strict=True)
+                if (ref.done() if type(ref) is Future else ref in seen)]
+        left = None if deadline is None else deadline - time.monotonic()
+        if len(done) >= num_returns or (left is not None and left <= 0):
+            return done[:num_returns]
+        waiting = [r.p.future_of() for r in requests if r not in done]
+        futures_wait(waiting, timeout=left, return_when=FIRST_COMPLETED)
 
 
 def raise_failure(f: Failure) -> None:
@@ -150,9 +203,9 @@ class RayRequest(Request):
         ``RayActorError`` passes (the caller recovers it), Ray's other errors are ActorErrors."""
         try:
             if self.rt.report.on_event is None:
-                return ray.get(self.p.status, timeout=self.rt.options.timeout_s)
+                return get(self.p.status, self.rt.options.timeout_s)
             with self.rt.report.waiting(self.target.where):
-                return ray.get(self.p.status, timeout=self.rt.options.timeout_s)
+                return get(self.p.status, self.rt.options.timeout_s)
         except GetTimeoutError as e:
             raise self.rt.timeout(self.node, self.target.where) from e
         except RayActorError:
@@ -414,17 +467,31 @@ def on_node(node_id: str | None, info: dict[str, Any] | None = None) -> str:
 
 
 class DriverMember(Member):
-    """A plan actor hosted on the driver (a group made with ``on_driver()``): each request
-    runs when it is submitted, in submission order, as the reference interpreter runs it; the
-    values it takes are fetched from the object store first, its replies stay on the driver."""
+    """A plan actor hosted on the driver (a group made with ``on_driver()``): its requests run
+    in submission order on a thread of its own, as a Ray actor runs them in its process, so
+    the driver routes the rest of the plan while it works (a DQN learner trains while the
+    workers' rounds are stored). The values it takes are fetched from the object store on
+    that thread; its replies stay on the driver (a ``Future`` of ``(status, value)``)."""
 
     def __init__(self, rt: RayRuntime, state: GroupState, index: int, host: Host) -> None:
         super().__init__(rt, state, index, None)
         self.host = host
         self.where = f"{self.where} (on the driver)"
+        self.closed = False
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"rxrl {self.where}")
+        self.last: Future[Any] | None = None
+
+    def _submit(self, job: Callable[[], tuple[Any, Any]]) -> Pending:
+        def run() -> tuple[Any, Any]:
+            if self.closed:  # the run closed with this queued: not run
+                return END, None
+            return job()
+
+        self.last = self.thread.submit(run)
+        return Pending(self.last, None, both=True)
 
     def pull(self, key: int, both: bool) -> Pending:
-        return Pending(None, None, local=self.host.pull_both(key))
+        return self._submit(functools.partial(self.host.pull_both, key))
 
     def _values(self, item: Encoded) -> tuple[Any, ...]:
         """The values of ``item``: its refs fetched, as Ray resolves them for an actor's call."""
@@ -444,11 +511,24 @@ class DriverMember(Member):
                              f"object store: {death_reason(e)}") from e
 
     def apply(self, fn_id: int, item: Encoded, both: bool = False) -> Pending:
-        return Pending(None, None, local=self.host.apply_both(pack(fn_id, *item[:3]), *self._values(item)))
+        header = pack(fn_id, *item[:3])
+        return self._submit(lambda: self.host.apply_both(header, *self._values(item)))
 
     def effect(self, fn_id: int, item: Encoded) -> Pending:
-        status, _ = self.host.apply_both(pack(fn_id, *item[:3]), *self._values(item))
-        return Pending(None, None, local=(status, None))
+        header = pack(fn_id, *item[:3])
+        return self._submit(lambda: (self.host.apply_both(header, *self._values(item))[0], None))
+
+    def close(self, timeout_s: float) -> bool:
+        """Let go of the actor once the call it is running returns (those queued behind it
+        do not run); False if that call did not return within ``timeout_s``."""
+        self.closed = True
+        last = self.last
+        self.thread.submit(self.host.discard)
+        self.thread.shutdown(wait=False)
+        if last is None:
+            return True
+        done, _ = futures_wait([last], timeout=timeout_s)
+        return bool(done)
 
 
 def death_reason(cause: BaseException) -> str:

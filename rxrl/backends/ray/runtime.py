@@ -41,6 +41,7 @@ from rxrl.backends.ray.members import (
     Round,
     kill,
     raise_failure,
+    ready,
 )
 from rxrl.compile import Step
 from rxrl.errors import ActorError, PlanError, WaitTimeoutError
@@ -547,28 +548,24 @@ class RayRuntime(Runtime):
     def poll(self, requests: Sequence[Request]) -> None:
         todo = [r for r in requests if isinstance(r, RayRequest) and r.stamp == 0 and r.p.local is None]
         if todo:
-            ready = set(ray.wait([r.ref() for r in todo], num_returns=len(todo), timeout=0)[0])
-            for r in todo:  # in the order given: the caller's rotation
-                if r.ref() in ready:
-                    r.mark()
+            for r in ready(todo, len(todo), 0):  # in the order given: the caller's rotation
+                r.mark()
 
     def wait_any(self, requests: Sequence[Request], node: g.Node, where: str) -> None:
         self._wait(requests, node, where)
 
     def _wait(self, requests: Sequence[Request], node: g.Node, where: str) -> None:
         todo: list[RayRequest] = []
-        refs = []
         for r in requests:  # one pass: a collector waits on every shard's oldest request
             if not isinstance(r, RayRequest) or r.done():
                 return
             todo.append(r)
-            refs.append(r.ref())
         # one ray.wait, which returns at once if one is done already: the first in list order
         with self.report.waiting(where):
-            ready, _ = ray.wait(refs, num_returns=1, timeout=self.options.timeout_s)
-        if not ready:
+            landed = ready(todo, 1, self.options.timeout_s)
+        if not landed:
             raise self.timeout(node, where)
-        todo[refs.index(ready[0])].mark()
+        landed[0].mark()
 
     def result(self, request: Request, node: g.Node, where: str) -> Any:
         return request.outcome()  # a ray.get with the run's deadline: one call, not two
@@ -577,10 +574,9 @@ class RayRuntime(Runtime):
         todo = [r for r in requests if isinstance(r, RayRequest) and not r.done()]
         if todo:
             with self.report.waiting(where):
-                ready, _ = ray.wait([r.ref() for r in todo], num_returns=len(todo),
-                                    timeout=self.options.timeout_s)
-            if len(ready) < len(todo):
-                late = ", ".join(r.target.where for r in todo if r.ref() not in set(ready))
+                landed = ready(todo, len(todo), self.options.timeout_s)
+            if len(landed) < len(todo):
+                late = ", ".join(r.target.where for r in todo if r not in landed)
                 raise self.timeout(node, late or where)
             for r in todo:
                 r.mark()
@@ -596,14 +592,11 @@ class RayRuntime(Runtime):
         if not running:
             return
         with self.report.waiting(what):
-            ready, _ = ray.wait([r.ref() for r in running], num_returns=1,
-                                timeout=self.options.timeout_s)
-        if not ready:
+            landed = ready(running, 1, self.options.timeout_s)
+        if not landed:
             raise RayTimeoutError(f"{what}: no result arrived within timeout_s="
                                   f"{self.options.timeout_s} s")
-        for r in running:
-            if r.ref() in ready:
-                r.mark()
+        landed[0].mark()
 
     def in_flight(self) -> bool:
         return bool(self.running)
@@ -647,8 +640,10 @@ class RayRuntime(Runtime):
         self.closed = True
         for state in self.states.values():  # driver-hosted actors go with the run
             for member in state.members:
-                if isinstance(member, DriverMember):
-                    member.host.discard()
+                if isinstance(member, DriverMember) and not member.close(CLOSE_TIMEOUT_S):
+                    warnings.warn(f"closing the run: {member.where} did not return from its call within "
+                                  f"{CLOSE_TIMEOUT_S:.0f} s; it is let go when it does", RuntimeWarning,
+                                  stacklevel=2)
         if not ray.is_initialized() or local_ray_lost() is not None:
             for closer in self.closers:
                 closer()
@@ -689,12 +684,9 @@ class RayRuntime(Runtime):
         if not requests:
             return
         with contextlib.suppress(Exception):
-            ready = set(ray.wait([r.ref() for r in requests], num_returns=len(requests),
-                                 timeout=timeout_s)[0])
-            for r in requests:
-                if r.ref() in ready:
-                    with contextlib.suppress(Exception):
-                        r.status()
+            for r in ready(requests, len(requests), timeout_s):
+                with contextlib.suppress(Exception):
+                    r.status()
 
     def _await_unplaced(self, timeout_s: float = 5.0) -> None:
         """Return once Ray lists the run's placement groups as removed (their resources free

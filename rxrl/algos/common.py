@@ -157,17 +157,16 @@ def _gpus(inst: Any, attribute: attrs.Attribute[float], value: float) -> None:
                          f"whole number of GPUs, got {value!r}")
 
 
-#: ``RolloutSettings.learner_placement`` (``"auto"``: where an algorithm's
-#: `RolloutSettings.auto_learner_placement` says it may choose)
-LearnerPlacement = Literal["actor", "driver", "auto"]
+#: ``RolloutSettings.learner_placement``
+LearnerPlacement = Literal["actor", "driver"]
+#: the same, for an algorithm that chooses (`RolloutSettings.auto_learner_placement`: DQN)
+AutoLearnerPlacement = Literal["actor", "driver", "auto"]
 
 
 def valid_placement(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
-    """attrs validator of a `LearnerPlacement`: ``"auto"`` only where the settings class
-    resolves it (`RolloutSettings.auto_learner_placement`)."""
-    allowed = list(get_args(LearnerPlacement))
-    if not type(inst).auto_learner_placement:
-        allowed.remove("auto")
+    """attrs validator of a `LearnerPlacement`, or an `AutoLearnerPlacement` where the
+    settings class resolves ``"auto"`` (`RolloutSettings.auto_learner_placement`)."""
+    allowed = list(get_args(AutoLearnerPlacement if type(inst).auto_learner_placement else LearnerPlacement))
     if value not in allowed:
         raise ValueError(f"{type(inst).__name__}.{attribute.name} must be one of {allowed}, got {value!r}")
 
@@ -314,7 +313,8 @@ def hosted(learner: ActorGroup[A], settings: RolloutSettings, auto_on_driver: bo
     or an actor process of its own that asks Ray for ``learner_gpus`` when it trains on CUDA (Ray
     gives an actor a GPU only if it asks for one). Every algorithm with one learner builds it
     through here, so that the setting is never silently ignored."""
-    if settings.learner_placement == "driver" or (settings.learner_placement == "auto" and auto_on_driver):
+    placement: str = settings.learner_placement  # "auto" too, where the settings class resolves it
+    if placement == "driver" or (placement == "auto" and auto_on_driver):
         return learner.on_driver()
     if device_of(settings) != "cpu":
         return learner.with_options(num_gpus=settings.learner_gpus)

@@ -242,3 +242,47 @@ def test_the_replay_lives_where_replay_placement_says(name: str) -> None:
     with pytest.raises(ValueError, match=r"placement\.replay \('zone=a'\) places replay actors.*"
                                          r"set replay_placement=actor too$"):
         settings(replay_placement="driver", placement=PlacementSettings(replay="zone=a"))
+
+
+@pytest.mark.parametrize("name", ["dqn", "apex"])
+def test_dqn_s_learner_goes_where_its_replay_is_unless_told(name: str) -> None:
+    """``learner_placement="auto"`` (DQN's default) hosts the learner on the driver exactly
+    where the replay is (small observations, no ``placement.learner``), so a CartPole run is
+    the driver and its workers; Ape-X keeps ``"actor"``, and refuses ``"auto"`` as every
+    algorithm that does not resolve it does (one line listing the choices)."""
+    spec = get(name)
+    settings = type(spec.config())
+    assert issubclass(settings, QSettings)
+
+    def placed(config: QSettings) -> tuple[bool, bool]:
+        text = rxrl.show(spec.plan(config, None))
+        return ("DQNLearner×1 on the driver" in text,
+                re.search(r"ReplayShard×\d+ on the driver", text) is not None)
+
+    if name == "apex":
+        assert placed(settings()) == (False, False)
+        with pytest.raises(ValueError, match=r"^ApeX\.learner_placement must be one of "
+                                             r"\['actor', 'driver'\], got 'auto'$"):
+            settings(learner_placement="auto")  # type: ignore[arg-type]
+        return
+    assert str(settings().learner_placement) == "auto"
+    assert placed(settings()) == (True, True)
+    assert placed(settings(replay_placement="actor")) == (False, False)
+    assert placed(settings(learner_placement="actor")) == (False, True)
+    assert placed(settings(learner_placement="driver", replay_placement="actor")) == (True, False)
+    assert placed(settings(env=PIXELS_ID, env_kwargs={"channels": 4, "side": 84})) == (False, False)
+    assert placed(settings(placement=PlacementSettings(learner="zone=a"))) == (False, True)
+    with pytest.raises(ValueError, match=r"^DQN\.learner_placement must be one of "
+                                         r"\['actor', 'driver', 'auto'\], got 'x'$"):
+        settings(learner_placement="x")  # type: ignore[arg-type]
+
+
+def test_only_dqn_resolves_learner_placement_auto() -> None:
+    for name in sorted(ALGORITHMS):
+        config = get(name).config()
+        resolves = type(config).auto_learner_placement
+        assert resolves is (name == "dqn"), name
+        if not resolves and name != "ddppo":
+            with pytest.raises(ValueError, match=r"\.learner_placement must be one of \['actor', 'driver'\], "
+                                                 r"got 'auto'$"):
+                get(name).config(learner_placement="auto")  # type: ignore[arg-type]

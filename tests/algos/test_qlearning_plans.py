@@ -18,7 +18,7 @@ import torch
 import rxrl
 from rxrl import ops
 from rxrl.actors import Tagged
-from rxrl.algos.common import LearnerPlacement, Start
+from rxrl.algos.common import AutoLearnerPlacement, Start
 from rxrl.algos.qlearning import apex, dqn, sac
 from rxrl.algos.qlearning.common import (
     EnvSteps,
@@ -47,7 +47,7 @@ DQN_SHAPE = """\
 concurrently(mode='round_robin', emit=[0])
 ├─ from_actors(ReplayShard×1 on the driver, sample_batches)  [×1 shards]
 │  | gather(max_in_flight=1)
-│  | call(DQNLearner×1, train_on_batches, max_in_flight=2)
+│  | call(DQNLearner×1 on the driver, train_on_batches, max_in_flight=2)
 │  | broadcast(QRolloutWorker×2, set_q_weights)
 │  | map(QProgress.observe_trained)
 └─ from_actors(QRolloutWorker×2, QRolloutWorker.sample)  [×2 shards]
@@ -104,15 +104,15 @@ def test_apex_samples_stores_trains_and_routes_asynchronously() -> None:
 
 
 @pytest.mark.parametrize(("backend", "placement", "replay"), [
-    ("reference", "actor", "auto"), ("rx", "actor", "auto"), ("ray", "actor", "auto"),
+    ("reference", "auto", "auto"), ("rx", "auto", "auto"), ("ray", "auto", "auto"), ("ray", "actor", "auto"),
     ("ray", "actor", "actor"), ("ray", "driver", "actor"), ("ray", "driver", "driver")])
 @pytest.mark.timeout(180)
-def test_dqn_gives_the_same_records_on_every_backend(backend: str, placement: LearnerPlacement,
+def test_dqn_gives_the_same_records_on_every_backend(backend: str, placement: AutoLearnerPlacement,
                                                      replay: ReplayPlacement,
                                                      request: pytest.FixtureRequest) -> None:
     """DQN has no choice point (one replay shard, round-robin weights): every backend runs
     the reference's run, with its learner (and its replay) in a process or on the driver
-    (``"auto"``: CartPole's replay on the driver)."""
+    (``"auto"``: CartPole's replay, and so its learner, on the driver)."""
     if backend == "ray":
         request.getfixturevalue("ray_session")
     expected, _ = records(dqn.plan(small_dqn()), 12)

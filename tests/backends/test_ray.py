@@ -577,6 +577,42 @@ def test_a_group_on_the_driver_refuses_ray_actor_options() -> None:
     assert pids != os.getpid()
 
 
+#: opened by the driver's own routing (`open_gate`), waited on by `Gated` on the driver
+GATE = threading.Event()
+
+
+class Gated:
+    """A driver-hosted actor whose call of 1 returns once the driver routed another item."""
+
+    def wait_for_the_driver(self, x: int) -> tuple[int, bool, bool]:
+        """(x, whether the gate opened, whether this ran off the driver's main thread)."""
+        opened = x == 0 or GATE.wait(30)
+        return x, opened, threading.current_thread() is not threading.main_thread()
+
+
+def open_gate(x: int) -> tuple[int, bool, bool]:
+    GATE.set()
+    return x, True, threading.current_thread() is not threading.main_thread()
+
+
+def test_a_driver_actor_s_call_runs_on_its_own_thread_while_the_driver_routes() -> None:
+    """The law: a call on a driver-hosted actor does not hold the driver up. Of two calls
+    pipelined, the second waits until the driver has routed an item of the union's other
+    input; run inline (as before), the driver would stop in that call when it submitted it,
+    and the gate would not open for 30 s."""
+    GATE.clear()
+    gated = rxrl.actors(Gated, 1).on_driver()
+    waits = rxrl.from_iterable([0, 1]) | ops.call(gated, Gated.wait_for_the_driver, max_in_flight=2)
+    opens = rxrl.from_iterable([2]) | ops.map(open_gate)
+    with rxrl.run(ops.union(waits, opens, mode="async"), "ray") as run:
+        out, trace = list(run), run.trace
+    assert sorted(out) == [(0, True, True), (1, True, True), (2, True, False)]
+    assert out.index((2, True, False)) < out.index((1, True, True))
+    GATE.set()  # the reference runs each call when it is submitted: the same order of items
+    assert [x for x, *_ in rxrl.run(ops.union(waits, opens, mode="async"), "reference",
+                                    schedule=trace)] == [x for x, *_ in out]
+
+
 def test_a_closed_run_lets_go_of_its_driver_actors() -> None:
     group = rxrl.actors(Where, 2).on_driver()
     gc.collect()

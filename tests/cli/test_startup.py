@@ -50,7 +50,8 @@ def test_the_local_ray_gets_a_cpu_per_actor_and_no_more() -> None:
     (PPO's learner on the driver is none), whatever the machine's cores, unless the plan's
     groups ask for more CPUs than that."""
     assert ray_init_options(ppo.plan(ppo.PPO(num_workers=1)))["num_cpus"] == 1
-    assert ray_init_options(dqn.plan(dqn.DQN(num_workers=2)))["num_cpus"] == 3  # + learner (replay: driver)
+    assert ray_init_options(dqn.plan(dqn.DQN(num_workers=2)))["num_cpus"] == 2  # learner, replay: driver
+    assert ray_init_options(dqn.plan(dqn.DQN(num_workers=2, learner_placement="actor")))["num_cpus"] == 3
     assert ray_init_options(dqn.plan(dqn.DQN(num_workers=2, replay_placement="actor")))["num_cpus"] == 4
     asking = rxrl.actors(Ticker, 2).with_options(num_cpus=1.5)
     plan = rxrl.from_actors(asking, Ticker.tick) | ops.barrier() | ops.take(1)

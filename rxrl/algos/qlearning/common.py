@@ -457,8 +457,9 @@ def learner_on_driver(config: QSettings) -> bool:
     ``"auto"`` resolved: the driver where the replay is (`replay_on_driver`: DQN's MLP
     Q-networks), whose batches it then trains on without a copy, and with nothing in another
     process to import torch for (docs/benchmarks.md, "Memory")."""
-    if config.learner_placement != "auto":
-        return config.learner_placement == "driver"
+    placement: str = config.learner_placement  # "auto" where the settings class resolves it (DQN)
+    if placement != "auto":
+        return placement == "driver"
     return config.placement.learner == "any" and replay_on_driver(config)
 
 

@@ -10,7 +10,7 @@ import attrs
 import rxrl
 from rxrl import ops
 from rxrl.algos.common import (
-    LearnerPlacement,
+    AutoLearnerPlacement,
     Start,
     episode_metric_names,
     instance_of,
@@ -73,7 +73,10 @@ class DQN(QSettings):
     #: ``learner_placement="auto"`` hosts the learner there too (`learner_on_driver`)
     auto_learner_placement: ClassVar[bool] = True
 
-    learner_placement: LearnerPlacement = attrs.field(default="auto", validator=valid_placement)
+    #: one choice more than the other algorithms' (their `LearnerPlacement`, which ``--set``
+    #: checks against): the type widens here, on purpose
+    learner_placement: AutoLearnerPlacement = attrs.field(  # type: ignore[assignment]
+        default="auto", validator=valid_placement)
 
     exploration_steps: int = attrs.field(default=100_000, validator=int_at_least(1))
     learner: DQNConfig = attrs.field(default=LEARNER, validator=instance_of(DQNConfig))

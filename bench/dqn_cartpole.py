@@ -13,7 +13,9 @@ process tree, and the ratios rxrl / peer. Writes ``bench/results/<tag>.json`` an
 
 Systems: ``rxrl`` (always; `rxrl.algos.qlearning.dqn` on Ray), ``rxrl-reference`` (the same plan on
 the reference backend, one process), ``rxrl-lean`` (on Ray with its learner and replay in the
-driver's process), ``rxrl-replay-driver`` (the replay alone there), ``rxrl-rx`` (the rx backend: one
+driver's process: DQN's default on CartPole since 2026-12-07), ``rxrl-replay-driver`` (the replay
+alone there), ``rxrl-learner-process`` (the learner in a process, the replay where DQN puts it),
+``rxrl-rx`` (the rx backend: one
 process, a thread per actor), ``sb3`` (bench/peer_sb3_dqn.py), ``cleanrl``
 (bench/peer_cleanrl_dqn.py), ``rllib`` (bench/peer_rllib_dqn.py; needs RLlib's dependencies).
 """
@@ -40,6 +42,7 @@ SYSTEMS: dict[str, tuple[str, list[str]]] = {
     "rxrl-reference": ("rxrl_dqn.py", ["--backend", "reference"]),
     "rxrl-lean": ("rxrl_dqn.py", ["--backend", "ray", "--lean"]),
     "rxrl-replay-driver": ("rxrl_dqn.py", ["--backend", "ray", "--replay-on-driver"]),
+    "rxrl-learner-process": ("rxrl_dqn.py", ["--backend", "ray", "--learner-process"]),
     "rxrl-rx": ("rxrl_dqn.py", ["--backend", "rx"]),
     "sb3": ("peer_sb3_dqn.py", []),
     "cleanrl": ("peer_cleanrl_dqn.py", []),

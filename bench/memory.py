@@ -24,6 +24,16 @@ process that hosts a plan actor, with the methods it was seen running — rollou
 own peak).
 
     python bench/memory.py --reps 3 --tag after     # ~25 min on 2 cores: PPO and DQN, 100k steps
+
+Run it with the interpreter of a venv made as a user makes one, not the bench's: every Ray
+process imports ``requests``, which loads ``chardet`` where it is installed (~12 MB a process),
+and only bench/requirements.txt's ``rl_zoo3`` installs it (docs/design-notes.md). So::
+
+    python3 -m venv /tmp/memvenv && /tmp/memvenv/bin/pip install torch==2.13.0
+    /tmp/memvenv/bin/pip install -e . stable-baselines3 psutil torch==2.13.0
+    /tmp/memvenv/bin/python bench/memory.py --systems rxrl-dqn,cleanrl-dqn,sb3-dqn --reps 2
+
+(``--baseline-python .venv/bin/python`` beside it measures the same rxrl in the bench's venv.)
     python bench/memory.py --reps 3 --baseline-python /tmp/base/bin/python --tag issue23
     python bench/memory.py --imports numpy,gymnasium,ray,torch   # what each import adds
 

@@ -133,6 +133,9 @@ class MatchedMinAtarDQN:
     #: rxrl only: where its replay lives (`rxrl.algos.qlearning.QSettings.replay_placement`);
     #: the peer's is in its one process
     replay_placement: str = "auto"
+    #: rxrl only: where its learner lives (`rxrl.algos.qlearning.dqn.DQN.learner_placement`:
+    #: "auto", its default since 2026-12-07, follows the replay; "actor": a process)
+    learner_placement: str = "auto"
     #: rxrl only: the backend it runs on ("ray", the default; "rx": one process, threads)
     backend: str = "ray"
 

@@ -5,7 +5,9 @@ The plan is exactly the algorithm's ``plan``; only its config comes from `Matche
 (which then reuses it); training time starts once the plan's actors are constructed.
 
 Run alone: ``python bench/rxrl_dqn.py --budget-steps 50000 --seed 0 [--apex] [--lean | --replay-on-driver]
-[--backend ray|rx|reference]``.
+[--learner-process] [--backend ray|rx|reference]``. By default the config's placements are DQN's
+(``auto``: on CartPole the learner and the replay on the driver, the learner on a thread of its
+own); ``--learner-process`` puts the learner in a process (DQN's default before 2026-12-07).
 """
 
 from __future__ import annotations
@@ -47,19 +49,23 @@ def apex_config(m: d.Matched, seed: int) -> apex.ApeX:
 
 
 def run(m: d.Matched, seed: int, budget_steps: int, backend: str = "ray", use_apex: bool = False,
-        stop_at_target: bool = False, lean: bool = False, replay_on_driver: bool = False) -> s.RunRecord:
+        stop_at_target: bool = False, lean: bool = False, replay_on_driver: bool = False,
+        learner_process: bool = False) -> s.RunRecord:
     """Train until `budget_steps` env steps were sampled; return the record of the run
     (``lean``: DQN's learner and replay in the driver's process; ``replay_on_driver``: the
-    replay alone)."""
+    replay alone; ``learner_process``: the learner in a process of its own)."""
     name = (("rxrl-apex" if use_apex else "rxrl") + ("-lean" if lean else "")
-            + ("-replay-driver" if replay_on_driver else "") + ("" if backend == "ray" else f"-{backend}"))
+            + ("-replay-driver" if replay_on_driver else "") + ("-learner-process" if learner_process else "")
+            + ("" if backend == "ray" else f"-{backend}"))
     record = s.RunRecord(name, seed, budget_steps, attrs.asdict(m),
                          versions=s.versions(["rxrl", "ray", "torch", "gymnasium", "numpy", "reactivex"]))
     config = dqn_config(m, seed)
     if lean:
         config = attrs.evolve(config, learner_placement="driver", replay_placement="driver")
     elif replay_on_driver:
-        config = attrs.evolve(config, replay_placement="driver")
+        config = attrs.evolve(config, replay_placement="driver", learner_placement="actor")
+    if learner_process:
+        config = attrs.evolve(config, learner_placement="actor")
     plan = apex.plan(apex_config(m, seed)) if use_apex else dqn.plan(config)
     return run_plan(record, plan, backend, lambda r: d.done(r, stop_at_target))
 
@@ -72,10 +78,13 @@ def main(argv: list[str]) -> None:
         parser.add_argument("--lean", action="store_true",
                             help="DQN's learner and replay in the driver's process")
         parser.add_argument("--replay-on-driver", action="store_true",
-                            help="DQN's replay in the driver's process")
+                            help="DQN's replay in the driver's process (the learner in a process)")
+        parser.add_argument("--learner-process", action="store_true",
+                            help="DQN's learner in a process of its own")
 
     d.runner_main(argv, __doc__ or "", lambda a, m: run(m, a.seed, a.budget_steps, a.backend, a.apex,
-                                                        a.stop_at_target, a.lean, a.replay_on_driver),
+                                                        a.stop_at_target, a.lean, a.replay_on_driver,
+                                                        a.learner_process),
                     arguments)
 
 

@@ -26,7 +26,7 @@ import minatar_settings as ms
 import ppo_settings as s
 
 import rxrl
-from rxrl.algos.common import RolloutSettings
+from rxrl.algos.common import AutoLearnerPlacement, RolloutSettings
 from rxrl.algos.on_policy import ppo
 from rxrl.algos.qlearning import dqn
 from rxrl.algos.qlearning.common import ReplayPlacement
@@ -62,15 +62,16 @@ def dqn_config(m: ms.MatchedMinAtarDQN, seed: int, budget_steps: int) -> dqn.DQN
                    fragment_length=m.fragment_length, exploration_steps=budget_steps,
                    updates_per_call=m.updates_per_call, learner_queue=m.learner_queue,
                    learner_threads=m.torch_threads, learner=learner,
-                   replay_placement=dqn_placement(m.replay_placement))
+                   replay_placement=choice(m.replay_placement, ReplayPlacement, "replay_placement"),
+                   learner_placement=choice(m.learner_placement, AutoLearnerPlacement, "learner_placement"))
 
 
-def dqn_placement(name: str) -> ReplayPlacement:
-    """``name`` as a `ReplayPlacement`, or exit naming the choices."""
-    for choice in get_args(ReplayPlacement):
-        if name == choice:
-            return choice  # type: ignore[no-any-return]
-    raise SystemExit(f"replay_placement={name!r}: choose one of {list(get_args(ReplayPlacement))}")
+def choice(name: str, kind: Any, setting: str) -> Any:
+    """``name`` as a value of the ``Literal`` type ``kind``, or exit naming the choices."""
+    for value in get_args(kind):
+        if name == value:
+            return value
+    raise SystemExit(f"{setting}={name!r}: choose one of {list(get_args(kind))}")
 
 
 def mismatches(config: RolloutSettings, m: ms.Matched, budget_steps: int) -> list[str]:

@@ -577,6 +577,36 @@ def test_a_group_on_the_driver_refuses_ray_actor_options() -> None:
     assert pids != os.getpid()
 
 
+def test_a_wait_over_object_refs_and_driver_futures_returns_what_landed_in_their_order() -> None:
+    """``members.ready``, the runtime's one wait: Ray's object refs and driver-hosted actors'
+    futures in one list; it blocks until one lands (an object ref through its ``future()``),
+    returns the landed ones in the list's order, at most ``num_returns``, and none past the
+    timeout."""
+    from concurrent.futures import Future
+
+    from rxrl.backends.ray.members import Pending, ready
+
+    class Stub:
+        def __init__(self, status: Any) -> None:
+            self.p = Pending(status, None)
+
+    remote: Any = ray.remote
+    blocker = remote(max_concurrency=2)(Blocker).remote()
+    reply: Any = Stub(blocker.wait.remote())
+    later: Any = Stub(Future())
+    requests = [reply, later]
+    releasing = threading.Thread(target=lambda: blocker.release.remote())
+    releasing.start()  # the reply lands while (or before) the wait blocks on both kinds
+    assert ready(requests, 1, 30) == [reply]
+    releasing.join(30)
+    assert ready(requests, 2, 0) == [reply]
+    later.p.status.set_result(("ok", None))
+    assert ready(requests, 2, 0) == [reply, later]
+    assert ready(requests[::-1], 1, 0) == [later]
+    never: Any = Stub(Future())
+    assert ready([never], 1, 0.05) == []
+
+
 #: opened by the driver's own routing (`open_gate`), waited on by `Gated` on the driver
 GATE = threading.Event()
 

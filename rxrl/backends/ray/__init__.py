@@ -3,7 +3,9 @@
 - Every actor group becomes one Ray actor per index (a generic ``Host`` that constructs
   ``make(i)``), created when the run starts and killed when it ends; a group's options
   (``group.with_options(num_cpus=1, num_gpus=..., resources={...}, ...)``) are Ray actor
-  options, and ``group.with_restarts(n, on_restart=...)`` makes Ray restart dead actors.
+  options, and ``group.with_restarts(n, on_restart=...)`` makes Ray restart dead actors. A
+  group made with ``on_driver()`` is hosted in the driver's process instead, each actor
+  running its calls in order on a thread of its own.
 - A shard-local chain (``from_actors(...) | map | window ...``) runs inside its actor, one
   call per output item; ``from_iterables`` shards run the same way on a small pool of generic
   host actors reused across runs (``iterable_hosts`` of them; an iterable that cannot be
@@ -12,7 +14,7 @@
   run by the one driver thread: ``gather``/``barrier``/``call`` wait with ``ray.wait``;
   ``broadcast`` submits its effects and moves on (Ray keeps each actor's calls in order); an
   async ``union``/``concurrently`` chooses an input that can deliver, and sleeps in
-  ``ray.wait`` only when every input waits on Ray. Values made by actors stay in the object
+  ``ray.wait`` only when every input waits on Ray (or on a driver-hosted actor's thread). Values made by actors stay in the object
   store until a driver operator looks at them.
 - Every choice (gather, async union) is recorded; ``rxrl.run(plan, "reference",
   schedule=ray_run.trace)`` replays the run, even when async branches share actors. A Ray

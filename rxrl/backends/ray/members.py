@@ -174,10 +174,6 @@ class RayRequest(Request):
             if self.rt.report.on_event is not None:
                 self.rt.report.request("done", self.nid, self.node, self, self.target.where)
 
-    def ref(self) -> Any:
-        """The object ref to wait on."""
-        return self.p.status
-
     def done(self) -> bool:
         """Whether the runtime has seen it complete (``RayRuntime.poll`` and the waits look)."""
         return self._done

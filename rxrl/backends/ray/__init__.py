@@ -14,8 +14,8 @@
   run by the one driver thread: ``gather``/``barrier``/``call`` wait with ``ray.wait``;
   ``broadcast`` submits its effects and moves on (Ray keeps each actor's calls in order); an
   async ``union``/``concurrently`` chooses an input that can deliver, and sleeps in
-  ``ray.wait`` only when every input waits on Ray (or on a driver-hosted actor's thread). Values made by actors stay in the object
-  store until a driver operator looks at them.
+  ``ray.wait`` only when every input waits on Ray (or on a driver-hosted actor's thread).
+  Values made by actors stay in the object store until a driver operator looks at them.
 - Every choice (gather, async union) is recorded; ``rxrl.run(plan, "reference",
   schedule=ray_run.trace)`` replays the run, even when async branches share actors. A Ray
   run cannot follow a given schedule.

@@ -39,9 +39,10 @@ and only bench/requirements.txt's ``rl_zoo3`` installs it (docs/design-notes.md)
 
 Systems (``--systems``): ``rxrl-ppo`` and ``rxrl-dqn`` are ``rxrl train ppo|dqn --env
 CartPole-v1 --steps N --seed S --out DIR`` as a user types it (default Ray backend, 2 rollout
-workers, checkpoints and loggers as by default: DQN's replay on the driver since
-``replay_placement`` is ``auto``); ``rxrl-dqn-actors`` the DQN command with ``--set
-replay_placement=actor`` (learner and replay each in a process, DQN's default before);
+workers, checkpoints and loggers as by default: DQN's replay, and so its learner, on the driver
+since ``replay_placement`` and ``learner_placement`` are ``auto``); ``rxrl-dqn-actors`` the DQN
+command with ``--set replay_placement=actor`` (learner and replay each in a process, DQN's
+default before 2026-12-06);
 ``rxrl-dqn-driver`` with ``--set learner_placement=driver --set replay_placement=actor`` (the
 learner in the driver's process), ``rxrl-dqn-lean`` with ``--set learner_placement=driver --set
 replay_placement=driver`` (learner and replay in the driver's process: the driver and the two

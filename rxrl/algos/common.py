@@ -163,12 +163,13 @@ LearnerPlacement = Literal["actor", "driver"]
 AutoLearnerPlacement = Literal["actor", "driver", "auto"]
 
 
+_placement_of = {False: one_of(LearnerPlacement), True: one_of(AutoLearnerPlacement)}
+
+
 def valid_placement(inst: Any, attribute: attrs.Attribute[str], value: str) -> None:
     """attrs validator of a `LearnerPlacement`, or an `AutoLearnerPlacement` where the
     settings class resolves ``"auto"`` (`RolloutSettings.auto_learner_placement`)."""
-    allowed = list(get_args(AutoLearnerPlacement if type(inst).auto_learner_placement else LearnerPlacement))
-    if value not in allowed:
-        raise ValueError(f"{type(inst).__name__}.{attribute.name} must be one of {allowed}, got {value!r}")
+    _placement_of[type(inst).auto_learner_placement](inst, attribute, value)
 
 
 def refuse_placed_on_driver(settings: Any, role: str, on_driver: bool) -> None:
@@ -307,14 +308,14 @@ def _worker_placements(settings: RolloutSettings) -> list[str] | None:
     return list(dict.fromkeys(each[i % len(each)] for i in range(settings.num_workers)))
 
 
-def hosted(learner: ActorGroup[A], settings: RolloutSettings, auto_on_driver: bool = False) -> ActorGroup[A]:
+def hosted(learner: ActorGroup[A], settings: RolloutSettings, on_driver: bool | None = None) -> ActorGroup[A]:
     """A single ``learner`` where ``settings`` put it: the driver's process
-    (``learner_placement="driver"``, or ``"auto"`` and ``auto_on_driver``: `ActorGroup.on_driver`),
-    or an actor process of its own that asks Ray for ``learner_gpus`` when it trains on CUDA (Ray
-    gives an actor a GPU only if it asks for one). Every algorithm with one learner builds it
-    through here, so that the setting is never silently ignored."""
-    placement: str = settings.learner_placement  # "auto" too, where the settings class resolves it
-    if placement == "driver" or (placement == "auto" and auto_on_driver):
+    (``learner_placement="driver"``, or ``on_driver`` where the algorithm resolved its own
+    ``"auto"``: `ActorGroup.on_driver`), or an actor process of its own that asks Ray for
+    ``learner_gpus`` when it trains on CUDA (Ray gives an actor a GPU only if it asks for one).
+    Every algorithm with one learner builds it through here, so that the setting is never
+    silently ignored."""
+    if settings.learner_placement == "driver" if on_driver is None else on_driver:
         return learner.on_driver()
     if device_of(settings) != "cpu":
         return learner.with_options(num_gpus=settings.learner_gpus)

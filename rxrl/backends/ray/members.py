@@ -99,7 +99,7 @@ class Pending:
         return self.future
 
 
-def get(ref: Any, timeout_s: float | None) -> Any:
+def fetch_reply(ref: Any, timeout_s: float | None) -> Any:
     """``ray.get(ref)``, or the result of a driver-hosted actor's ``Future``, within ``timeout_s``
     (``GetTimeoutError`` past it, either way)."""
     if type(ref) is Future:
@@ -129,12 +129,12 @@ def ready(requests: Sequence[RayRequest], num_returns: int, timeout_s: float | N
     while True:
         objects = [ref for ref in refs if type(ref) is not Future]
         seen = set(ray.wait(objects, num_returns=len(objects), timeout=0)[0]) if objects else set()
-        done = [r for r, ref in zip(requests, refs, strict=True)
-                if (ref.done() if type(ref) is Future else ref in seen)]
+        landed = [ref.done() if type(ref) is Future else ref in seen for ref in refs]
+        done = [r for r, is_done in zip(requests, landed, strict=True) if is_done]
         left = None if deadline is None else deadline - time.monotonic()
         if len(done) >= num_returns or (left is not None and left <= 0):
             return done[:num_returns]
-        waiting = [r.p.future_of() for r in requests if r not in done]
+        waiting = [r.p.future_of() for r, is_done in zip(requests, landed, strict=True) if not is_done]
         futures_wait(waiting, timeout=left, return_when=FIRST_COMPLETED)
 
 
@@ -199,9 +199,9 @@ class RayRequest(Request):
         ``RayActorError`` passes (the caller recovers it), Ray's other errors are ActorErrors."""
         try:
             if self.rt.report.on_event is None:
-                return get(self.p.status, self.rt.options.timeout_s)
+                return fetch_reply(self.p.status, self.rt.options.timeout_s)
             with self.rt.report.waiting(self.target.where):
-                return get(self.p.status, self.rt.options.timeout_s)
+                return fetch_reply(self.p.status, self.rt.options.timeout_s)
         except GetTimeoutError as e:
             raise self.rt.timeout(self.node, self.target.where) from e
         except RayActorError:

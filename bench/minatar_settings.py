@@ -136,6 +136,9 @@ class MatchedMinAtarDQN:
     #: rxrl only: where its learner lives (`rxrl.algos.qlearning.dqn.DQN.learner_placement`:
     #: "auto", its default since 2026-12-07, follows the replay; "actor": a process)
     learner_placement: str = "auto"
+    #: rxrl only: CPUs of the learner's own (`rxrl.algos.common.RolloutSettings.learner_cores`:
+    #: on the driver's thread, the rest of the run kept off its CPU); 0: shared
+    learner_cores: int = 0
     #: rxrl only: the backend it runs on ("ray", the default; "rx": one process, threads)
     backend: str = "ray"
 

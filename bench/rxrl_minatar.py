@@ -63,7 +63,8 @@ def dqn_config(m: ms.MatchedMinAtarDQN, seed: int, budget_steps: int) -> dqn.DQN
                    updates_per_call=m.updates_per_call, learner_queue=m.learner_queue,
                    learner_threads=m.torch_threads, learner=learner,
                    replay_placement=choice(m.replay_placement, ReplayPlacement, "replay_placement"),
-                   learner_placement=choice(m.learner_placement, AutoLearnerPlacement, "learner_placement"))
+                   learner_placement=choice(m.learner_placement, AutoLearnerPlacement, "learner_placement"),
+                   learner_cores=m.learner_cores)
 
 
 def choice(name: str, kind: Any, setting: str) -> Any:

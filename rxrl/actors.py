@@ -135,7 +135,11 @@ class ActorGroup(Generic[A]):
         return self.size
 
     def __repr__(self) -> str:
-        return f"{self.name}×{self.size}" + (" on the driver" if self.driver_hosted else "")
+        where = " on the driver" if self.driver_hosted else ""
+        cores = self.options.get("own_cores")
+        if cores and self.driver_hosted:
+            where += f" ({cores} CPU{'s' if cores != 1 else ''} of its own)"
+        return f"{self.name}×{self.size}{where}"
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._wire:

@@ -12,6 +12,7 @@ import rxrl
 from rxrl.algos import ALGORITHMS, get
 from rxrl.algos.common import LearnerPlacement, PlacementSettings, env_spaces
 from rxrl.algos.on_policy import a2c, a3c, ppo
+from rxrl.algos.qlearning import dqn
 from rxrl.algos.qlearning.common import QSettings, observation_bytes
 from tests.rl.test_cnn import PIXELS_ID
 
@@ -286,3 +287,30 @@ def test_only_dqn_resolves_learner_placement_auto() -> None:
             with pytest.raises(ValueError, match=r"\.learner_placement must be one of \['actor', 'driver'\], "
                                                  r"got 'auto'$"):
                 get(name).config(learner_placement="auto")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - {"ddppo"}))
+def test_learner_cores_gives_a_learner_on_the_driver_cpus_of_its_own_and_nothing_else(name: str) -> None:
+    """``learner_cores=n`` asks the Ray backend for ``n`` CPUs of the learner's own
+    (``own_cores``), which only a learner on the driver can have: the plan's text says so, and
+    a learner in a process (asked for, or a learner group) is refused in one line."""
+    spec = get(name)
+    text = rxrl.show(spec.plan(spec.config(learner_placement="driver", learner_cores=1), None))
+    assert "Learner×1 on the driver (1 CPU of its own)" in text, text
+    assert "of its own" not in rxrl.show(spec.plan(spec.config(learner_placement="driver"), None))
+    with pytest.raises(ValueError, match=r"\.learner_cores \(2\) is for a learner on the driver: set "
+                                         r"learner_placement=driver .*or learner_cores=0$"):
+        spec.config(learner_placement="actor", learner_cores=2)
+    with pytest.raises(ValueError, match=r"\.learner_cores must be an integer >= 0, got -1$"):
+        spec.config(learner_cores=-1)
+
+
+def test_learner_cores_with_dqn_s_auto_placement_follows_where_the_learner_went() -> None:
+    """DQN's ``"auto"`` decides at plan time: on the driver (small observations) the learner
+    gets its CPUs; where it went to a process (Atari-sized frames) the setting is refused."""
+    text = rxrl.show(dqn.plan(dqn.DQN(learner_cores=1), None))
+    assert "DQNLearner×1 on the driver (1 CPU of its own)" in text
+    atari_sized = dqn.DQN(env=PIXELS_ID, env_kwargs={"channels": 4, "side": 84}, learner_cores=1)
+    with pytest.raises(ValueError, match=r"^DQN\.learner_cores \(1\) is for a learner on the driver, "
+                                         r"and this one has a process of its own"):
+        dqn.plan(atari_sized, None)

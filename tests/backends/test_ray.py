@@ -20,7 +20,7 @@ import pytest
 import ray
 
 import rxrl
-from rxrl import ops
+from rxrl import ActorGroup, ops
 from rxrl.backends.ray import RayTimeoutError
 from rxrl.backends.ray.runtime import stored_per_call
 from tests.conformance.harness import Adder, Counter, CountingIterable, is_merge
@@ -529,6 +529,10 @@ class Where:
     def explode(self, x: int) -> int:
         raise ValueError(f"bad item {x}")
 
+    def cpus(self) -> list[int]:
+        """The CPUs the calling thread may run on."""
+        return sorted(os.sched_getaffinity(0))
+
 
 def test_a_group_on_the_driver_lives_in_the_driver_s_process_and_the_others_do_not() -> None:
     here = rxrl.actors(Where, 1).on_driver()
@@ -575,6 +579,41 @@ def test_a_group_on_the_driver_refuses_ray_actor_options() -> None:
     (pids,) = rxrl.run(rxrl.from_actors(group.with_options(on_driver=False, num_gpus=0), Where.pid)
                        | ops.gather() | ops.take(1), "ray")
     assert pids != os.getpid()
+
+
+def _with_driver_cpus(x: tuple[list[int], list[int]]) -> tuple[list[int], list[int], list[int]]:
+    return (*x, sorted(os.sched_getaffinity(0)))
+
+
+def test_a_driver_actor_with_own_cores_runs_on_them_and_the_rest_of_the_run_off_them() -> None:
+    """own_cores=1: the driver actor's thread runs on the last CPU the driver may run on, the
+    driver's routing and the plan's Ray actors on its node on the others; once the run closes
+    the driver's threads have all their CPUs back. With one CPU, a warning and nothing pinned."""
+    before = sorted(os.sched_getaffinity(0))
+    own = rxrl.actors(Where, 1).on_driver().with_options(own_cores=1)
+    there = rxrl.actors(Where, 1)
+    plan = (ops.zip(rxrl.from_actors(own, Where.cpus) | ops.gather(),
+                    rxrl.from_actors(there, Where.cpus) | ops.gather())
+            | ops.map(_with_driver_cpus) | ops.take(2))
+    if len(before) < 2:
+        with pytest.warns(RuntimeWarning, match=r"own_cores=1 is ignored: the driver may run on 1 CPU"):
+            out = list(rxrl.run(plan, "ray"))
+        assert out == [(before, before, before)] * 2
+    else:
+        out = list(rxrl.run(plan, "ray"))
+        assert out == [([before[-1]], before[:-1], before[:-1])] * 2
+    assert sorted(os.sched_getaffinity(0)) == before
+    assert all(sorted(os.sched_getaffinity(int(t))) == before for t in os.listdir("/proc/self/task"))
+
+
+@pytest.mark.parametrize(("group", "refused"), [
+    (rxrl.actors(Where, 1).with_options(own_cores=1), r"own_cores is for a group hosted on the driver"),
+    (rxrl.actors(Where, 1).on_driver().with_options(own_cores=0), r"own_cores must be a whole number of "
+                                                                    r"CPUs, at least 1, got 0"),
+])
+def test_own_cores_outside_the_driver_or_below_one_is_refused(group: ActorGroup[Where], refused: str) -> None:
+    with pytest.raises(rxrl.PlanError, match=refused):
+        list(rxrl.run(rxrl.from_actors(group, Where.pid) | ops.gather() | ops.take(1), "ray"))
 
 
 def test_a_wait_over_object_refs_and_driver_futures_returns_what_landed_in_their_order() -> None:

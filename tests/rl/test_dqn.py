@@ -4,6 +4,7 @@ priorities, checkpoints."""
 from __future__ import annotations
 
 import copy
+import math
 
 import attrs
 import numpy as np
@@ -14,6 +15,7 @@ from rxrl.envs.vector import EnvSpaces
 from rxrl.rl.config import DQNConfig, QNetConfig
 from rxrl.rl.data.transitions import TransitionBatch
 from rxrl.rl.learners.dqn import DQNLearner, dqn_loss, huber, td_targets
+from rxrl.rl.objectives.losses import clip_gradients
 from tests.rl.replay_helpers import numbered
 from tests.rl.toy_env import TOY_ID
 
@@ -207,3 +209,24 @@ def test_empty_batches_and_bad_config_are_refused() -> None:
         DQNConfig(training_intensity=0.0)
     with pytest.raises(ValueError, match=r"DQNConfig.n_step must be an integer >= 1"):
         DQNConfig(n_step=0)
+
+
+@pytest.mark.parametrize("max_norm", [None, 1e-3, 1e6])
+def test_clip_gradients_is_torch_s_clip_grad_norm_bit_for_bit(max_norm: float | None) -> None:
+    """Without a limit only the norm is computed (no multiply by 1): the same norm and the same
+    gradient bits as ``clip_grad_norm_`` to infinity; with one, it is ``clip_grad_norm_``."""
+    def grads() -> list[torch.nn.Parameter]:
+        net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+        torch.manual_seed(0)
+        for p in net.parameters():
+            torch.nn.init.normal_(p)
+        net(torch.ones(5, 3)).square().sum().backward()
+        return list(net.parameters())
+
+    ours, torch_s = grads(), grads()
+    norm = clip_gradients(ours, max_norm)
+    expected = float(torch.nn.utils.clip_grad_norm_(torch_s, math.inf if max_norm is None else max_norm))
+    assert norm == expected > 0
+    for a, b in zip(ours, torch_s, strict=True):
+        assert a.grad is not None and b.grad is not None and torch.equal(a.grad, b.grad)
+    assert clip_gradients([torch.nn.Parameter(torch.ones(2))], None) == 0.0  # no gradient yet

@@ -111,6 +111,9 @@ class MemberSpec:
     chains: dict[int, Chain]
     effects: dict[int, g.Broadcast | g.Call | g.CallAll]
     on_restart: Callable[[Any], object] | None = None
+    #: ``(node id, CPUs)``: on that node (the driver's), run on those CPUs only, off those of
+    #: an actor hosted there with ``own_cores`` (`rxrl.backends.ray.cores`)
+    cpus: tuple[str, tuple[int, ...]] | None = None
 
 
 #: the namespace of Ray's key-value store (in the GCS) that holds `PinnedSpec` specs
@@ -154,6 +157,14 @@ class PinnedSpec:
         internal_kv._internal_kv_del(self.key, namespace=SPEC_NAMESPACE)
 
 
+def _keep_off(node_id: str, cpus: tuple[int, ...]) -> None:
+    """On node ``node_id``, run this process's threads on ``cpus`` only."""
+    if ray.get_runtime_context().get_node_id() == node_id:
+        from rxrl.backends.ray.cores import pin_process
+
+        pin_process(cpus)
+
+
 def _reconstructed() -> bool:
     with warnings.catch_warnings():  # Ray's own property warns about an API it uses inside
         warnings.simplefilter("ignore")
@@ -190,6 +201,8 @@ class Host:
             return
         if on_driver:  # the driver's heap is the user's: neither frozen nor ever restarted
             return
+        if spec.cpus is not None:  # once built: its imports had every CPU
+            _keep_off(*spec.cpus)
         # What the process holds now (its imports, torch's ~10^6 objects, the actor) lives as
         # long as the process: out of the collector's sight, so that its first full
         # collections do not walk it (~90 ms in a PPO learner's second update otherwise)

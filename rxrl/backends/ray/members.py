@@ -17,7 +17,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from concurrent.futures import wait as futures_wait
@@ -39,6 +39,7 @@ from rxrl.actors import ActorGroup, Tagged
 from rxrl.backends.engine.stream import Request, Shard
 from rxrl.backends.local import LOCAL
 from rxrl.backends.ray.connect import local_ray_lost
+from rxrl.backends.ray.cores import pin_thread
 from rxrl.backends.ray.host import END, NOT_READY, OK, STALE, Chain, Failure, Host, Shape, pack
 from rxrl.errors import ActorError, BackendStoppedError, OperatorError, RestartWarning
 
@@ -469,12 +470,15 @@ class DriverMember(Member):
     workers' rounds are stored). The values it takes are fetched from the object store on
     that thread; its replies stay on the driver (a ``Future`` of ``(status, value)``)."""
 
-    def __init__(self, rt: RayRuntime, state: GroupState, index: int, host: Host) -> None:
+    def __init__(self, rt: RayRuntime, state: GroupState, index: int, host: Host,
+                 cpus: Collection[int] | None = None) -> None:
         super().__init__(rt, state, index, None)
         self.host = host
         self.where = f"{self.where} (on the driver)"
         self.closed = False
-        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"rxrl {self.where}")
+        # with ``cpus`` (the group's own_cores), the thread runs on those alone
+        pinned: dict[str, Any] = {} if cpus is None else {"initializer": pin_thread, "initargs": (cpus,)}
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"rxrl {self.where}", **pinned)
         self.last: Future[Any] | None = None
 
     def _submit(self, job: Callable[[], tuple[Any, Any]]) -> Pending:

@@ -23,6 +23,7 @@ from rxrl.backends.common import Blocked, Reporter
 from rxrl.backends.engine.stream import Request, Runtime, Shard
 from rxrl.backends.kernels import Clock
 from rxrl.backends.ray.connect import CLOSE_TIMEOUT_S, local_ray_lost, within
+from rxrl.backends.ray.cores import CoreSplit, pin_process, split
 from rxrl.backends.ray.host import Chain, Failure, Host, MemberSpec, PinnedSpec, dumps, pack
 from rxrl.backends.ray.members import (
     POOL,
@@ -190,6 +191,10 @@ class RayRuntime(Runtime):
         self._encoded: dict[int, tuple[Any, Encoded]] = {}  # per broadcast: its latest item
         #: (target, sub-plan, the aggregate's shard steps, its placement or None) per aggregator
         self.aggregators: list[tuple[Any, Step, tuple[g.Node, ...], Placement | None]] = []
+        #: the CPUs of the driver-hosted groups with ``own_cores`` (by group key) and the CPUs
+        #: of the rest of the run on the driver's node (`rxrl.backends.ray.cores`)
+        self._own_cpus: dict[str, frozenset[int]] = {}
+        self._cpus: tuple[str, CoreSplit] | None = None
 
     # ------------------------------------------------------------------ plan actors, shards
 
@@ -270,11 +275,12 @@ class RayRuntime(Runtime):
         started: list[tuple[Member, Any]] = []
         on_driver = [s for s in self.states.values() if s.group.driver_hosted]
         for state in on_driver:  # before any actor is created
-            extra = sorted(set(state.group.options) - {"on_driver"})
+            extra = sorted(set(state.group.options) - {"on_driver", "own_cores"})
             if extra:
                 raise PlanError(repr(state.group), state.group.site,
                                 f"a group hosted on the driver takes no Ray actor options, got {extra}",
                                 "drop on_driver(), or the options")
+        self._split_cores(on_driver)
         for state in self.states.values():
             if state in on_driver:
                 continue
@@ -286,7 +292,7 @@ class RayRuntime(Runtime):
         for state in on_driver:  # while Ray constructs the others
             for i in range(state.group.size):
                 host = Host(self._spec(state, i), on_driver=True)
-                state.members.append(DriverMember(self, state, i, host))
+                state.members.append(DriverMember(self, state, i, host, self._own_cpus.get(state.group.key)))
                 if host.broken is not None:
                     raise_failure(host.broken)
         if self.pool_targets:
@@ -298,6 +304,34 @@ class RayRuntime(Runtime):
             self._await_started(started)
         if self.aggregators:
             self._start_aggregators()
+
+    def _split_cores(self, on_driver: list[GroupState]) -> None:
+        """Give each driver-hosted group with ``own_cores`` its CPUs, and move the driver's
+        threads off them (until the run closes); the plan's Ray actors on this node move off
+        them when they are built (`MemberSpec.cpus`)."""
+        for state in self.states.values():
+            n = state.group.options.get("own_cores")
+            if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+                raise PlanError(repr(state.group), state.group.site,
+                                f"own_cores must be a whole number of CPUs, at least 1, got {n!r}",
+                                "give it 1 (or the torch threads the actor runs)")
+            if n is not None and state not in on_driver:
+                raise PlanError(repr(state.group), state.group.site,
+                                "own_cores is for a group hosted on the driver",
+                                "add on_driver(), or drop own_cores")
+        wanting = [s for s in on_driver if "own_cores" in s.group.options]
+        if not wanting:
+            return
+        total = sum(int(s.group.options["own_cores"]) for s in wanting)
+        cores = split(total, ", ".join(repr(s.group) for s in wanting))
+        if cores is None:
+            return
+        own = sorted(cores.own)
+        for state in wanting:
+            n = int(state.group.options["own_cores"])
+            self._own_cpus[state.group.key], own = frozenset(own[:n]), own[n:]
+        self._cpus = ray.get_runtime_context().get_node_id(), cores
+        pin_process(cores.rest)
 
     def _await_started(self, started: list[tuple[Member, Any]]) -> None:
         ready, _ = ray.wait([ref for _, ref in started], num_returns=len(started),
@@ -412,8 +446,9 @@ class RayRuntime(Runtime):
     def _spec(self, state: GroupState, index: int,
               on_restart: Callable[[Any], object] | None = None) -> MemberSpec:
         group = state.group
+        cpus = None if self._cpus is None else (self._cpus[0], tuple(sorted(self._cpus[1].rest)))
         return MemberSpec(group.make, index, f"{group.name}[{index}]", group.site,
-                          state.chains[index], dict(state.effects), on_restart)
+                          state.chains[index], dict(state.effects), on_restart, cpus)
 
     def _placement(self, group: ActorGroup[Any], index: int, options: dict[str, Any]) -> None:
         """Ray options for the group's `Placement` (popped from ``options``): node labels as a
@@ -644,6 +679,8 @@ class RayRuntime(Runtime):
                     warnings.warn(f"closing the run: {member.where} did not return from its call within "
                                   f"{CLOSE_TIMEOUT_S:.0f} s; it is let go when it does", RuntimeWarning,
                                   stacklevel=2)
+        if self._cpus is not None:  # the driver's threads get their CPUs back
+            pin_process(self._cpus[1].before)
         if not ray.is_initialized() or local_ray_lost() is not None:
             for closer in self.closers:
                 closer()

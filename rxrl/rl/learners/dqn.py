@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 import time
 import warnings
 from collections.abc import Iterable, Mapping
@@ -21,6 +20,7 @@ from rxrl.rl.data.transitions import TransitionBatch
 from rxrl.rl.learners.adam import Adam
 from rxrl.rl.models.policy import Weights
 from rxrl.rl.models.qnet import QNetwork, make_q_network
+from rxrl.rl.objectives.losses import clip_gradients
 
 if TYPE_CHECKING:  # torch.distributed: imported by a learner group's members only
     from rxrl.rl.learners.collective import Collective
@@ -151,8 +151,7 @@ class DQNLearner:
     def _clipped_step(self) -> float:
         """Clip the gradients, step, move the target net when due; the pre-clipping norm."""
         c = self.config
-        limit = math.inf if c.max_grad_norm is None else c.max_grad_norm
-        norm = float(torch.nn.utils.clip_grad_norm_(self._parameters, limit))
+        norm = clip_gradients(self._parameters, c.max_grad_norm)
         if (updates := c.lr_decay_updates) is not None:  # linear decay to 0 (DQNConfig.lr_decay_steps)
             lr = c.lr * max(0.0, 1.0 - self.num_updates / updates)
             for group in self.optimizer.param_groups:

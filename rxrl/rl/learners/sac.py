@@ -28,6 +28,7 @@ from rxrl.rl.data.metrics import TrainMetrics
 from rxrl.rl.data.transitions import TransitionBatch
 from rxrl.rl.models.policy import Weights
 from rxrl.rl.models.qnet import _linear
+from rxrl.rl.objectives.losses import clip_gradients
 from rxrl.rl.workers.qworker import TransitionWorker
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -281,8 +282,7 @@ class SACLearner:
         """One step of `optimizer` on `loss`; the pre-clipping gradient norm of `module`."""
         optimizer.zero_grad(set_to_none=True)
         torch.autograd.backward(loss)
-        limit = math.inf if self.config.max_grad_norm is None else self.config.max_grad_norm
-        norm = float(torch.nn.utils.clip_grad_norm_(module.parameters(), limit))
+        norm = clip_gradients(module.parameters(), self.config.max_grad_norm)
         optimizer.step()
         return norm
 

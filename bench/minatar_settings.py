@@ -136,9 +136,12 @@ class MatchedMinAtarDQN:
     #: rxrl only: where its learner lives (`rxrl.algos.qlearning.dqn.DQN.learner_placement`:
     #: "auto", its default since 2026-12-07, follows the replay; "actor": a process)
     learner_placement: str = "auto"
-    #: rxrl only: CPUs of the learner's own (`rxrl.algos.common.RolloutSettings.learner_cores`:
-    #: on the driver's thread, the rest of the run kept off its CPU); 0: shared
-    learner_cores: int = 0
+    #: rxrl only: CPUs of the learner's own (`rxrl.algos.common.RolloutSettings.learner_cores`,
+    #: opt-in, default 0): the learner's thread on the driver has one CPU of the two, the
+    #: workers and the driver's routing the other (2026-12-07: 150k steps, 103.8 s of training
+    #: against 114.7 s shared; docs/benchmarks.md, "A learner's own cores"). ``--set
+    #: learner_cores=0`` measures rxrl's default
+    learner_cores: int = 1
     #: rxrl only: the backend it runs on ("ray", the default; "rx": one process, threads)
     backend: str = "ray"
 

@@ -355,7 +355,7 @@ class RolloutSettings:
     driver. Its thread runs on the last ``learner_cores`` CPUs the driver may run on, and the
     rest of the run on that node (the driver's other threads, the rollout workers, replay
     shards) on the others, so that the learner is not preempted by them (DQN on MinAtar with
-    2 cores: ~15 % less wall time; docs/ray.md, "A learner's own cores"). Two runs on one
+    2 cores: ~9 % less training time; docs/ray.md, "A learner's own cores"). Two runs on one
     machine would pin the same CPUs: start each under its own ``taskset -c``.
 
     ``episode_metrics``: ``"module:function"``, a function every rollout worker calls for

@@ -150,23 +150,29 @@ class ActorGroup(Generic[A]):
         """A new group with backend options (e.g. Ray resources ``num_cpus=1``) merged in."""
         return attrs.evolve(self, options={**self.options, **options})
 
-    def on_driver(self) -> ActorGroup[A]:
+    def on_driver(self, own_cores: int = 0) -> ActorGroup[A]:
         """A new group whose actors a distributed backend hosts in the driver's own process.
 
-        On Ray, each call to such an actor runs on the driver when it is issued, with the values
-        it takes fetched from the object store: no actor process, no import of the actor's
-        modules in one, and its replies never cross a process. Fit for a synchronous learner
-        (PPO's: the workers wait for its weights anyway); an actor that should work while the
-        driver does something else (an asynchronous learner, a replay buffer) belongs in a
-        process of its own. The in-process backends ignore it. A plan's text names such a
-        group ``Learner×1 on the driver``.
+        On Ray, each such actor runs its calls in the order the driver issues them, on a thread
+        of its own, with the values they take fetched from the object store: no actor process,
+        no import of the actor's modules in one, and its replies never cross a process. The
+        driver routes the rest of the plan meanwhile, but the actor's Python shares the
+        driver's interpreter (torch's kernels run beside it). ``own_cores=n`` (Linux) gives its
+        thread the last ``n`` CPUs the driver may run on and keeps the rest of the run on that
+        node off them until the run closes (docs/ray.md, "A learner's own cores"). The
+        in-process backends ignore both. A plan's text names such a group ``Learner×1 on the
+        driver`` (``Learner×1 on the driver (1 CPU of its own)``).
 
         >>> class Learner:
         ...     pass
         >>> actors(Learner, 1).on_driver().driver_hosted
         True
+        >>> actors(Learner, 1).on_driver(own_cores=1)
+        Learner×1 on the driver (1 CPU of its own)
         """
-        return self.with_options(on_driver=True)
+        if own_cores < 0:
+            raise ValueError(f"on_driver: own_cores must be >= 0, got {own_cores}")
+        return self.with_options(on_driver=True, **({"own_cores": own_cores} if own_cores else {}))
 
     def placed(self, placement: Placement | str | Sequence[Placement | str]) -> ActorGroup[A]:
         """A new group whose actors a distributed backend places as ``placement`` says: one

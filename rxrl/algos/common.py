@@ -316,9 +316,7 @@ def hosted(learner: ActorGroup[A], settings: RolloutSettings, on_driver: bool | 
     Every algorithm with one learner builds it through here, so that the setting is never
     silently ignored."""
     if settings.learner_placement == "driver" if on_driver is None else on_driver:
-        learner = learner.on_driver()
-        cores = settings.learner_cores
-        return learner.with_options(own_cores=cores) if cores else learner
+        return learner.on_driver(own_cores=settings.learner_cores)
     if settings.learner_cores:  # an "auto" the algorithm resolved to a process
         raise ValueError(f"{type(settings).__name__}.learner_cores ({settings.learner_cores}) is for a "
                          "learner on the driver, and this one has a process of its own: set "

@@ -585,25 +585,38 @@ def _with_driver_cpus(x: tuple[list[int], list[int]]) -> tuple[list[int], list[i
     return (*x, sorted(os.sched_getaffinity(0)))
 
 
+def _own_cores_plan(own_cores: int) -> rxrl.Plan[tuple[list[int], list[int], list[int]]]:
+    """The CPUs of a driver actor with ``own_cores``, of a Ray actor, and of the driver's routing."""
+    own = rxrl.actors(Where, 1).on_driver(own_cores=own_cores)
+    there = rxrl.actors(Where, 1)
+    return (ops.zip(rxrl.from_actors(own, Where.cpus) | ops.gather(),
+                    rxrl.from_actors(there, Where.cpus) | ops.gather())
+            | ops.map(_with_driver_cpus) | ops.take(2))
+
+
+def _every_thread_has(cpus: list[int]) -> bool:
+    return all(sorted(os.sched_getaffinity(int(t))) == cpus for t in os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="own_cores=1 needs a second CPU for the rest")
 def test_a_driver_actor_with_own_cores_runs_on_them_and_the_rest_of_the_run_off_them() -> None:
     """own_cores=1: the driver actor's thread runs on the last CPU the driver may run on, the
     driver's routing and the plan's Ray actors on its node on the others; once the run closes
-    the driver's threads have all their CPUs back. With one CPU, a warning and nothing pinned."""
+    every thread of the driver has all its CPUs back."""
     before = sorted(os.sched_getaffinity(0))
-    own = rxrl.actors(Where, 1).on_driver().with_options(own_cores=1)
-    there = rxrl.actors(Where, 1)
-    plan = (ops.zip(rxrl.from_actors(own, Where.cpus) | ops.gather(),
-                    rxrl.from_actors(there, Where.cpus) | ops.gather())
-            | ops.map(_with_driver_cpus) | ops.take(2))
-    if len(before) < 2:
-        with pytest.warns(RuntimeWarning, match=r"own_cores=1 is ignored: the driver may run on 1 CPU"):
-            out = list(rxrl.run(plan, "ray"))
-        assert out == [(before, before, before)] * 2
-    else:
-        out = list(rxrl.run(plan, "ray"))
-        assert out == [([before[-1]], before[:-1], before[:-1])] * 2
-    assert sorted(os.sched_getaffinity(0)) == before
-    assert all(sorted(os.sched_getaffinity(int(t))) == before for t in os.listdir("/proc/self/task"))
+    assert list(rxrl.run(_own_cores_plan(1), "ray")) == [([before[-1]], before[:-1], before[:-1])] * 2
+    assert _every_thread_has(before)
+
+
+def test_own_cores_that_would_leave_no_cpu_for_the_rest_warn_and_pin_nothing() -> None:
+    """As many CPUs as the driver has: a warning naming the group, and every thread keeps them all."""
+    before = sorted(os.sched_getaffinity(0))
+    with pytest.warns(RuntimeWarning, match=rf"Where×1 on the driver \({len(before)} CPUs? of its own\): "
+                                            rf"own_cores={len(before)} is ignored: the driver may run on "
+                                            rf"{len(before)} CPU"):
+        out = list(rxrl.run(_own_cores_plan(len(before)), "ray"))
+    assert out == [(before, before, before)] * 2
+    assert _every_thread_has(before)
 
 
 @pytest.mark.parametrize(("group", "refused"), [

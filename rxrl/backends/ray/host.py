@@ -24,6 +24,7 @@ from rxrl import graph as g
 from rxrl.actors import Tagged, serialize_factories_with
 from rxrl.backends.common import creation_message
 from rxrl.backends.local import LOCAL, actor_stream
+from rxrl.backends.ray.cores import pin_process
 from rxrl.errors import OperatorError, RxrlError
 from rxrl.ready import END, NOT_READY
 
@@ -160,8 +161,6 @@ class PinnedSpec:
 def _keep_off(node_id: str, cpus: tuple[int, ...]) -> None:
     """On node ``node_id``, run this process's threads on ``cpus`` only."""
     if ray.get_runtime_context().get_node_id() == node_id:
-        from rxrl.backends.ray.cores import pin_process
-
         pin_process(cpus)
 
 

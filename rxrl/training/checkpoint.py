@@ -144,13 +144,16 @@ def training_plan(algo: Algorithm, config: RolloutSettings, start: Start | None,
 
 def save_checkpoint(path: Path, algo: str, config: RolloutSettings, state: Mapping[str, Any],
                     counters: Counters, row: Mapping[str, float] | None = None,
-                    episodes: EpisodeWindow | None = None) -> None:
+                    episodes: EpisodeWindow | None = None, budget: int | None = None) -> None:
     """Write a checkpoint atomically (a reader never sees half a file); ``row`` is its
     iteration's metrics row, which a resume puts back if the run was killed before (or while)
     metrics.csv got it; ``episodes`` the episodes its record's statistics cover, from which a
-    resumed run's records go on."""
+    resumed run's records go on; ``budget`` the run's env-step budget (counted from the first
+    run's start), which a resume without a budget of its own trains to."""
     doc: dict[str, Any] = {"format": CHECKPOINT_FORMAT, "algo": algo, "config": to_dict(config),
                            "learner": dict(state), "counters": attrs.asdict(counters)}
+    if budget is not None:
+        doc["budget"] = int(budget)
     if row is not None:
         doc["row"] = {str(k): float(v) for k, v in row.items()}
     if episodes is not None:
@@ -193,6 +196,9 @@ class Checkpoint:
     #: the episodes its record's statistics cover (None: not kept, as before 2026-12-06, or a
     #: plan without one window, e.g. multi-agent)
     episodes: EpisodeWindow | None = None
+    #: the run's env-step budget, from the first run's start (None in checkpoints written
+    #: before it was kept, 2026-12-07)
+    budget: int | None = None
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -229,9 +235,12 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
                 isinstance(k, str) and isinstance(v, float) for k, v in row.items())):
             raise ValueError("its metrics row is not a mapping of names to numbers")
         episodes = episodes_of(doc.get("episodes"))
+        budget = doc.get("budget")
+        if budget is not None and (type(budget) is not int or budget < 1):
+            raise ValueError(f"its budget is not a positive number of env steps: {budget!r}")
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"corrupt checkpoint {file}: {_one_line(e)}") from e
-    return Checkpoint(file, algo, config, state, counters, row, episodes)
+    return Checkpoint(file, algo, config, state, counters, row, episodes, budget)
 
 
 def episodes_of(data: Any) -> EpisodeWindow | None:

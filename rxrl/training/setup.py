@@ -68,14 +68,18 @@ def prepare(algo: str | Algorithm | RolloutSettings, *, env: str | None = None,
 
     ``algo`` is a name (its default config, then the tuned settings for ``env``), an
     `Algorithm`, or a config instance (used as it is). ``resume`` (a run directory or a
-    checkpoint file) takes the checkpoint's config; ``settings`` (``key=value`` paths, as
-    ``rxrl train --set``), ``workers`` and ``seed`` override either.
+    checkpoint file) takes the checkpoint's config, and its budget unless ``steps`` is given;
+    ``settings`` (``key=value`` paths, as ``rxrl train --set``), ``workers`` and ``seed``
+    override either.
     """
     spec = algorithm_of(algo)
     if steps is not None and steps < 1:
         raise ValueError(f"{option('--steps', 'steps')} must be >= 1, got {steps}")
-    total = int(steps) if steps is not None else spec.default_steps
     resumed = load_checkpoint(resume) if resume is not None else None
+    # a resume without a budget of its own goes on to the interrupted run's (checkpoints from
+    # before it was kept: the algorithm's default)
+    kept = resumed.budget if resumed is not None and resumed.algo.name == spec.name else None
+    total = int(steps) if steps is not None else kept or spec.default_steps
     if resumed is not None:
         if resumed.algo.name != spec.name:
             raise ValueError(f"{_resume(resume)} is a {resumed.algo.name} run, not {spec.name}")
@@ -114,8 +118,11 @@ def prepare(algo: str | Algorithm | RolloutSettings, *, env: str | None = None,
     if resumed is not None:
         check_state_settings(spec, resumed, config, resume)
     if resumed is not None and total <= resumed.counters.env_steps_sampled:
-        raise ValueError(f"{given('--steps', 'steps', total)} is not more than the "
-                         f"{resumed.counters.env_steps_sampled} "
+        done = resumed.counters.env_steps_sampled
+        if steps is None:
+            raise ValueError(f"{_resume(resume)} already trained {done} env steps, its budget of "
+                             f"{total}; give {option('--steps', 'steps')} above {done} to go on")
+        raise ValueError(f"{given('--steps', 'steps', total)} is not more than the {done} "
                          "env steps already trained")
     return Setup(spec, config, total, resumed)
 

@@ -326,7 +326,8 @@ class Trainer:
         # one accumulator (not a multi-agent plan's): the episodes its record covered
         episodes = (self._accumulators[0].window_at(snapshot.metrics.iteration)
                     if len(self._accumulators) == 1 else None)
-        save_checkpoint(path, self.algo.name, self.config, snapshot.state, Counters.of(m), row, episodes)
+        save_checkpoint(path, self.algo.name, self.config, snapshot.state, Counters.of(m), row, episodes,
+                        self.total)
         self.checkpointed = Counters.of(m)
         return path
 

@@ -134,6 +134,25 @@ def test_an_interrupt_from_a_callback_checkpoints_and_a_resume_loses_and_repeats
     assert whole_steps[-2] < STEPS <= whole_steps[-1]
 
 
+def test_a_resume_without_a_budget_goes_on_to_the_interrupted_runs(tmp_path: Path) -> None:
+    """The budget is the run's, not the resume's: a resume given no ``steps`` trains to the
+    first run's (not to the algorithm's default), and a finished run's is refused in one line
+    saying how to go on."""
+    run_dir = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        quick(run_dir, callbacks=[InterruptAt(3)]).run()
+    assert load_checkpoint(run_dir).budget == STEPS
+    resumed = quick(run_dir, resume=run_dir, steps=None)
+    assert resumed.total == STEPS != resumed.algo.default_steps
+    result = resumed.run()
+    steps = [int(r["env_steps_sampled"]) for r in rows(run_dir)]
+    assert result.status == "completed" and steps[-2] < STEPS <= steps[-1] == result.env_steps
+    with pytest.raises(ValueError, match=r"already trained \d+ env steps, its budget of 2560; "
+                                         r"give steps above \d+ to go on"):
+        quick(run_dir, resume=run_dir, steps=None)
+    assert quick(run_dir, resume=run_dir, steps=2 * STEPS).total == 2 * STEPS
+
+
 def test_a_run_left_early_keeps_its_last_checkpoint_and_the_resume_cuts_back(
         tmp_path: Path) -> None:
     """Leaving the records' loop early (as an interrupt inside the backend does) closes the run

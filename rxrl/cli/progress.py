@@ -64,7 +64,10 @@ class Progress(Callback):
         self.line: ProgressLine | None = None
 
     def on_start(self, trainer: Trainer) -> None:
-        """Open the line with the run's label and budget."""
+        """Say where the run writes (its directory is claimed by now), and open the line with
+        its label and budget."""
+        print(f"{trainer.label}: training for {trainer.total:,} env steps; writing to "
+              f"{trainer.run_dir}", file=self.stream, flush=True)
         self.line = ProgressLine(trainer.label, trainer.total, self.stream)
 
     def on_iteration(self, trainer: Trainer, record: Metrics) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from typing import Any
 
 from rxrl.algos import ALGORITHMS, MODULES
@@ -109,7 +108,6 @@ def train(args: argparse.Namespace) -> int:
     if args.algo not in MODULES:
         raise ValueError(f"unknown algorithm {args.algo!r}; choose one of {sorted(MODULES)}")
     run = trainer(args)
-    print(f"{run.label}: training for {run.total:,} env steps; writing to {run.run_dir}", file=sys.stderr)
     result = run.run()
     signum, INTERRUPTS.requested = INTERRUPTS.requested, None
     last = result.last

@@ -187,11 +187,8 @@ def run_dir(out: str | Path | None, setup: Setup, resume: str | Path | None = No
     else:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         env = setup.config.env.replace(":", "_").replace("/", "_")
-        base = Path("runs") / f"{setup.algo.name}-{env}-s{setup.config.seed}-{stamp}"
-        path, n = base, 1
-        while path.exists() and run_files(path):  # two runs started within the same second
-            n += 1
-            path = base.with_name(f"{base.name}-{n}")
+        # made when the run starts, with a suffix if two runs start within the same second
+        path = Path("runs") / f"{setup.algo.name}-{env}-s{setup.config.seed}-{stamp}"
     check_writable(path)
     return path
 

@@ -46,6 +46,7 @@ from rxrl.training.checkpoint import (
 )
 from rxrl.training.evaluation import EvalResult, Evaluation, check_supported, empty_row, evaluation_settings
 from rxrl.training.interrupts import INTERRUPTS
+from rxrl.training.lock import InUse, RunDirClaim
 from rxrl.training.loggers import DEFAULT_LOGGERS, Logger, LoggerSpec, RunInfo, check_loggers, make_loggers
 from rxrl.training.machine import check_machine, check_overshoot, explain_actor_error
 from rxrl.training.profile import write_profile
@@ -56,6 +57,7 @@ from rxrl.training.setup import (
     check_target_return,
     prepare,
     ray_init_options,
+    run_files,
     same_dir,
     write_json,
 )
@@ -112,7 +114,9 @@ class Trainer:
     closes (`rxrl.training.profile`); off, the run reports no events at all.
 
     Everything is checked when the trainer is made (ValueError, one line); nothing starts
-    and nothing is written until the first `step`.
+    and nothing is written until the first `step`. Then the run claims its directory: one live
+    run writes to a directory at a time, and a default-named one started in the same second
+    as another gets a suffix (`rxrl.training.lock`; ``run_dir`` is then the directory used).
     """
 
     def __init__(self, algo: str | Algorithm | RolloutSettings, run_dir: str | Path | None = None, *,
@@ -149,6 +153,9 @@ class Trainer:
             check_machine(self.config)
         check_overshoot(self.config, self.final)
         self.run_dir = choose_run_dir(run_dir, self.setup, resume)
+        #: a default-named directory: made when the run starts, with a suffix if it exists
+        self._numbered = run_dir is None and resume is None
+        self._claim: RunDirClaim | None = None
         self.trace_file = Path(trace) if trace is not None else None
         if self.trace_file is not None and not self.trace_file.parent.is_dir():
             raise ValueError(f"cannot write {given('--trace', 'trace', self.trace_file)}: no "
@@ -190,6 +197,8 @@ class Trainer:
         """Build the plan (once) and start it on the backend; `step` calls it when needed."""
         if self._run is not None:
             return
+        if self._claim is None:
+            self._claim = self._claim_dir()
         resumed = self.setup.resumed
         start = Start(resumed.learner_state, reseed=self.base.iteration) if resumed is not None else None
         # the plan's accumulator goes on from the checkpoint's episodes; its windows are saved
@@ -216,6 +225,35 @@ class Trainer:
         except ActorError as e:
             self.status = "failed"
             self._reraise(e)
+
+    def _claim_dir(self) -> RunDirClaim:
+        """Claim the run directory for this run (`rxrl.training.lock`); ValueError (one line)
+        if another live run holds it, or a new run's directory got a run meanwhile."""
+        try:
+            claim = (RunDirClaim.take_new(self.run_dir) if self._numbered
+                     else RunDirClaim.take(self.run_dir))
+        except InUse as e:
+            self.status = "failed"
+            pid = f" (process {e.pid})" if e.pid is not None else ""
+            if self.in_place:
+                raise ValueError(f"{given('--resume', 'resume', self.run_dir)}: the run is still "
+                                 f"going{pid}; stop it first, or resume into a new "
+                                 f"{option('--out', 'run_dir')}") from None
+            raise ValueError(f"{given('--out', 'run_dir', self.run_dir)} is in use by another "
+                             f"run{pid}; "
+                             f"choose a new {option('--out', 'run_dir')}") from None
+        except OSError as e:
+            self.status = "failed"
+            raise ValueError(f"cannot make the run directory {self.run_dir}: {e}") from None
+        existing = [] if self.in_place else run_files(claim.path)
+        if existing:  # a run that wrote here after this trainer checked, and has ended
+            claim.release()
+            self.status = "failed"
+            raise ValueError(f"{given('--out', 'run_dir', claim.path)} already holds a run "
+                             f"({', '.join(existing)}), written since this run was set up; "
+                             f"choose a new {option('--out', 'run_dir')}")
+        self.run_dir = claim.path
+        return claim
 
     @property
     def done(self) -> bool:
@@ -410,6 +448,9 @@ class Trainer:
                 self.status, self.run_dir, self.last,
                 self.run_dir / CHECKPOINT if ckpt is not None else None,
                 None if ckpt is None else ckpt.iteration, self.reached, self.signal)
+            claim, self._claim = self._claim, None
+            if claim is not None:  # a run that never recorded anything leaves nothing behind
+                claim.release(remove=self.last is None)
             for callback in self.callbacks:
                 callback.on_end(self, self._result)
         return self._result

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 
 from rxrl.training.checkpoint import load_checkpoint
-from tests.cli.helpers import QUICK, metrics_rows, rxrl_cli
+from tests.cli.helpers import QUICK, metrics_rows, rxrl_cli, start, wait_for
 
 #: the QUICK settings' iteration: 2 workers × 2 envs × 64 steps, one round per batch
 ROUND = 256
@@ -153,3 +154,33 @@ def test_train_help_lists_every_registered_algorithm_with_its_summary(
     out = capsys.readouterr().out
     for name in MODULES:
         assert f"  {name} " in out and ALGORITHMS[name].summary in out, name
+
+
+@pytest.mark.timeout(200)
+def test_a_run_still_going_cannot_be_resumed_or_written_to_by_another_process(tmp_path: Path) -> None:
+    """One live run per directory, across processes: a second terminal resuming a run that is
+    still going, or a second run given its ``--out``, is refused in one line and writes
+    nothing; once the first has ended, the resume goes on."""
+    out = tmp_path / "run"
+    first = start(["train", "ppo", "--backend", "reference", "--out", out, "--steps", "100000000",
+                   "--checkpoint-every", "512", *QUICK])
+    try:
+        wait_for(lambda: (out / "checkpoint.pt").exists(), 120, "a checkpoint", first)
+        resume = rxrl_cli("train", "ppo", "--backend", "reference", "--resume", out, *QUICK)
+        assert resume.returncode == 1
+        assert resume.stderr.strip() == (f"rxrl train: error: --resume {out}: the run is still "
+                                         f"going (process {first.pid}); stop it first, or "
+                                         "resume into a new --out")
+        again = rxrl_cli("train", "ppo", "--backend", "reference", "--out", out, *QUICK)
+        assert again.returncode == 1 and "already holds a run" in again.stderr
+        first.send_signal(signal.SIGINT)
+        _, stderr = first.communicate(timeout=120)
+    finally:
+        first.kill()
+        first.wait()
+    assert first.returncode == 130, stderr
+    rows = metrics_rows(out)
+    assert [int(r["iteration"]) for r in rows] == list(range(1, len(rows) + 1))  # one writer
+    later = rxrl_cli("train", "ppo", "--backend", "reference", "--resume", out,
+                     "--steps", str(int(rows[-1]["env_steps_sampled"]) + ROUND), *QUICK)
+    assert later.returncode == 0, later.stderr

@@ -8,6 +8,7 @@ CSV gets, in order, and each checkpoint after it is on disk.
 from __future__ import annotations
 
 import csv
+import datetime
 import itertools
 import json
 import os
@@ -23,8 +24,9 @@ from rxrl.algos.configs import with_settings
 from rxrl.algos.on_policy.ppo import PPO
 from rxrl.errors import BackendStoppedError
 from rxrl.rl.data.metrics import Metrics
-from rxrl.training import Callback, Trainer, TrainResult, load_checkpoint
+from rxrl.training import Callback, Trainer, TrainResult, load_checkpoint, setup
 from rxrl.training.loggers import COUNTS
+from rxrl.training.setup import run_files
 
 #: a small PPO: 128 env steps per iteration (1 worker x 2 envs x 64 steps)
 QUICK: dict[str, Any] = {"num_workers": 1, "num_envs_per_worker": 2, "fragment_length": 64,
@@ -32,7 +34,7 @@ QUICK: dict[str, Any] = {"num_workers": 1, "num_envs_per_worker": 2, "fragment_l
 STEPS = 2560  # 10 iterations of 256 env steps
 
 
-def quick(run_dir: Path, **options: Any) -> Trainer:
+def quick(run_dir: Path | None, **options: Any) -> Trainer:
     """A reference-backend PPO trainer with CSV logs only, signals left alone."""
     kwargs: dict[str, Any] = {"backend": "reference", "steps": STEPS, "settings": QUICK,
                               "loggers": ["csv"], "checkpoint_every": 1024, "handle_signals": False}
@@ -52,7 +54,7 @@ class Recorder(Callback):
         self.calls: list[tuple[str, Any]] = []
 
     def on_start(self, trainer: Trainer) -> None:
-        self.calls.append(("start", trainer.run_dir.exists()))
+        self.calls.append(("start", run_files(trainer.run_dir)))
 
     def on_iteration(self, trainer: Trainer, record: Metrics) -> None:
         self.calls.append(("iteration", record.as_row()))
@@ -83,7 +85,7 @@ def test_callbacks_are_called_in_order_with_the_rows_the_csv_gets(tmp_path: Path
     assert result.status == "completed" and result.env_steps >= STEPS
     kinds = [kind for kind, _ in recorder.calls]
     assert kinds[0] == "start" and kinds[-1] == "end"
-    assert recorder.calls[0][1] is False  # nothing written before the first record
+    assert recorder.calls[0][1] == []  # claimed, and nothing written before the first record
     assert recorder.calls[-1][1] == "completed"
     seen = [row for kind, row in recorder.calls if kind == "iteration"]
     written = rows(tmp_path / "run")
@@ -341,3 +343,61 @@ def test_a_backend_that_stops_under_a_run_ends_it_as_interrupted_only_after_a_st
             trainer.step()
         assert trainer.close().status == "failed"
     real_run.close()
+
+
+def test_one_live_run_per_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The law: a run writes to a directory no other live run writes to. A second trainer for a
+    directory a live run holds (a new run, or a resume of it) is refused when it starts, in one
+    line, before anything runs; two default-named runs started in the same second get two
+    directories; a run that got a run into its directory after it was set up is refused."""
+    run_dir = tmp_path / "run"
+    live, twin = quick(run_dir, checkpoint_every=256), quick(run_dir)  # both checked: empty
+    assert live.step() is not None  # started: the directory is claimed
+    with pytest.raises(ValueError, match=rf"^run_dir='{run_dir}' is in use by another run "
+                                         rf"\(process {os.getpid()}\); choose a new run_dir$"):
+        twin.step()
+    assert twin.close().status == "failed"
+    live.close()
+    late_dir = tmp_path / "late"
+    late = quick(late_dir)  # set up while the directory is empty
+    quick(late_dir).run()  # another run writes there, and ends
+    with pytest.raises(ValueError, match=rf"^run_dir='{late_dir}' already holds a run \(config.json, "
+                                         r"metrics.csv, checkpoint.pt, summary.json\), written "
+                                         "since this run was set up; choose a new run_dir$"):
+        late.step()
+    resumer = quick(run_dir, resume=run_dir, steps=2 * STEPS)
+    assert resumer.step() is not None
+    with pytest.raises(ValueError, match=rf"^resume='{run_dir}': the run is still going \(process "
+                                         rf"{os.getpid()}\); stop it first, or resume into a new "
+                                         "run_dir$"):
+        quick(run_dir, resume=run_dir, steps=2 * STEPS).step()
+    resumer.close()
+
+    class Second(datetime.datetime):
+        @classmethod
+        def now(cls, tz: datetime.tzinfo | None = None) -> Second:
+            return cls(2026, 12, 7, 12, 0, 0)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(setup, "datetime", Second)
+    a, b = quick(None), quick(None)
+    assert a.run_dir == b.run_dir == Path("runs/ppo-CartPole-v1-s0-20261207-120000")
+    a.step()
+    b.step()
+    assert (a.run_dir, b.run_dir) == (Path("runs/ppo-CartPole-v1-s0-20261207-120000"),
+                                      Path("runs/ppo-CartPole-v1-s0-20261207-120000-2"))
+    a.close()
+    b.close()
+    assert all(rows(d) for d in (a.run_dir, b.run_dir))
+
+
+def test_a_run_that_fails_to_start_leaves_nothing(tmp_path: Path) -> None:
+    class Fails(Callback):
+        def on_start(self, trainer: Trainer) -> None:
+            assert trainer.run_dir.is_dir()  # claimed by now
+            raise RuntimeError("a callback failed")
+
+    run_dir = tmp_path / "new" / "run"
+    with pytest.raises(RuntimeError, match="a callback failed"):
+        quick(run_dir, callbacks=[Fails()]).run()
+    assert not (tmp_path / "new").exists()  # neither the directory its claim made nor its parent

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import os
@@ -384,15 +385,27 @@ def deterministic_fields(m: Metrics) -> dict[str, float]:
 
 def save_trace(path: Path, algo: str, config: RolloutSettings, trace: rxrl.Trace,
                records: list[dict[str, float]], every: int, final: int,
-               resumed_from: Path | None, evaluation: Evaluation | None = None) -> None:
-    """A run's trace with what ``rxrl replay`` needs to rebuild and check the run (its
-    evaluation settings too: the evaluation branch is part of the plan that ran)."""
+               resumed_from: Path | None, evaluation: Evaluation | None = None) -> Path:
+    """Write a run's trace with what ``rxrl replay`` needs to rebuild and check the run (its
+    evaluation settings too: the evaluation branch is part of the plan that ran); the file
+    written: ``path``, or where another run wrote it meanwhile ``NAME-2.SUFFIXES`` (``-3``,
+    ...): a trace never replaces another."""
     doc = {"format": TRACE_FORMAT, "algo": algo, "config": to_dict(config),
            "checkpoint_every": every, "final_steps": final,
            "resumed_from": None if resumed_from is None else str(resumed_from.resolve()),
            "evaluation": None if evaluation is None else attrs.asdict(evaluation),
            "records": records, "trace": json.loads(trace.to_json())}
-    path.write_text(json.dumps(doc))
+    text = json.dumps(doc)
+    stem, dot, suffixes = path.name.partition(".")
+    for n in itertools.count(1):
+        target = path if n == 1 else path.with_name(f"{stem}-{n}{dot}{suffixes}")
+        try:
+            with open(target, "x") as f:
+                f.write(text)
+        except FileExistsError:
+            continue
+        return target
+    raise AssertionError("unreachable")
 
 
 def same(a: float, b: float) -> bool:

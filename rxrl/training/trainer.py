@@ -160,6 +160,9 @@ class Trainer:
         if self.trace_file is not None and not self.trace_file.parent.is_dir():
             raise ValueError(f"cannot write {given('--trace', 'trace', self.trace_file)}: no "
                              f"directory {self.trace_file.parent}")
+        if self.trace_file is not None and self.trace_file.exists():
+            raise ValueError(f"{given('--trace', 'trace', self.trace_file)} already exists (a "
+                             "trace is one run's): choose a new file")
         self.backend, self.address, self.target = backend, address, target_return
         self.checkpoint_every, self.worker_restarts = checkpoint_every, worker_restarts
         self.callbacks = list(callbacks)
@@ -440,9 +443,12 @@ class Trainer:
                     write_profile(self.run_dir, self.timings, self.plan, self.backend, self.base.iteration)
             if self.trace_file is not None and run is not None and self.records:
                 resumed = self.setup.resumed
-                save_trace(self.trace_file, self.algo.name, self.config, run.trace, self.records,
-                           self.checkpoint_every, self.final, resumed.path if resumed else None,
-                           self.evaluation)
+                written = save_trace(self.trace_file, self.algo.name, self.config, run.trace,
+                                     self.records, self.checkpoint_every, self.final,
+                                     resumed.path if resumed else None, self.evaluation)
+                if written != self.trace_file:
+                    print(f"{self.label}: {self.trace_file} was written by another run meanwhile; "
+                          f"this run's trace is {written}", file=self.stream)
             ckpt = self.checkpointed
             self._result = TrainResult(
                 self.status, self.run_dir, self.last,

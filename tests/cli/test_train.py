@@ -61,11 +61,18 @@ def test_train_shows_live_progress_on_stderr(trained: Path) -> None:
     assert "(100%)" in progress[-1] and "| return " in progress[-1]
 
 
-def test_resume_continues_the_counters_and_the_metrics(trained: Path) -> None:
-    resumed = trained.parent / "resumed"
-    done = rxrl_cli("train", "ppo", "--backend", "reference", "--resume", trained, "--out", resumed,
+@pytest.fixture(scope="module")
+def resumed(trained: Path) -> Path:
+    """``trained`` resumed into a new directory, to 3,000 env steps (a fixture: the plot test
+    needs it too, and with ``-n`` it may run in another worker than the resume test)."""
+    out = trained.parent / "resumed"
+    done = rxrl_cli("train", "ppo", "--backend", "reference", "--resume", trained, "--out", out,
                     "--steps", "3000")
     assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_resume_continues_the_counters_and_the_metrics(trained: Path, resumed: Path) -> None:
     before = load_checkpoint(trained).counters
     table = rows(resumed)
     assert int(table[0]["iteration"]) == before.iteration + 1
@@ -101,9 +108,9 @@ def test_eval_runs_the_policy_greedily(trained: Path) -> None:
     assert "over 3 greedy episodes" in done.stdout
 
 
-def test_plot_overlays_runs_in_one_png(trained: Path) -> None:
+def test_plot_overlays_runs_in_one_png(trained: Path, resumed: Path) -> None:
     png = trained.parent / "curves.png"
-    done = rxrl_cli("plot", trained, trained.parent / "resumed", "--out", png)
+    done = rxrl_cli("plot", trained, resumed, "--out", png)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"wrote {png} (2 runs)"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import io
 import itertools
 import json
 import os
@@ -401,3 +402,27 @@ def test_a_run_that_fails_to_start_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="a callback failed"):
         quick(run_dir, callbacks=[Fails()]).run()
     assert not (tmp_path / "new").exists()  # neither the directory its claim made nor its parent
+
+
+def test_a_trace_never_replaces_another(tmp_path: Path) -> None:
+    """``trace=FILE`` that exists is refused when the trainer is made; one that another run
+    wrote while this one trained is kept, and this run's goes beside it (``-2``), said on the
+    run's stream."""
+    trace = tmp_path / "run.trace.json"
+    trace.write_text("another run's trace")
+    with pytest.raises(ValueError, match=rf"^trace='{trace}' already exists \(a trace is one "
+                                         r"run's\): choose a new file$"):
+        quick(tmp_path / "a", trace=trace)
+    trace.unlink()
+
+    class Meanwhile(Callback):
+        def on_iteration(self, trainer: Trainer, record: Metrics) -> None:
+            if record.iteration == 2:
+                trace.write_text("another run's trace")
+
+    stream = io.StringIO()
+    quick(tmp_path / "b", trace=trace, callbacks=[Meanwhile()], stream=stream).run()
+    assert trace.read_text() == "another run's trace"
+    beside = tmp_path / "run-2.trace.json"
+    assert json.loads(beside.read_text())["records"]
+    assert f"{trace} was written by another run meanwhile; this run's trace is {beside}" in stream.getvalue()

@@ -4,8 +4,9 @@ A run's directory is checked when its trainer is made, and written when its firs
 arrives, seconds later; two runs started together (a shell loop with ``&``, a second terminal
 resuming a run that is still going) would both pass the check and then write the same files.
 So a run claims its directory when it starts, before its backend: it takes an exclusive
-``flock`` on ``DIR/.lock`` and holds it until it closes; the operating system lets go of it
-when the process dies, however it dies, so a claim is never stale. A new run's directory is
+``flock`` on ``DIR/.lock`` and holds it until it closes (then the file goes); the operating
+system lets go of it when the process dies, however it dies, so a claim is never stale (a
+``.lock`` left by a killed run is taken over). A new run's directory is
 then checked again under the lock (a run that finished meanwhile is found). A default-named
 directory (``runs/ALGO-ENV-sSEED-TIME``) is made with ``mkdir``, which only one process can do,
 and another name is taken (``-2``, ``-3``, ...) when it exists. Where ``fcntl`` is missing
@@ -72,14 +73,22 @@ class RunDirClaim:
     def _lock(cls, path: Path, made: Path | None) -> RunDirClaim:
         if sys.platform == "win32":  # pragma: no cover - no flock: checked, not locked
             return cls(path, None, made)
-        file = open(path / LOCK, "a+")  # noqa: SIM115 - held until release
-        try:
-            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            file.seek(0)
-            text = file.read().strip()
+        while True:
+            file = open(path / LOCK, "a+")  # noqa: SIM115 - held until release
+            try:
+                fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                file.seek(0)
+                text = file.read().strip()
+                file.close()
+                raise InUse(path, int(text) if text.isdigit() else None) from None
+            try:  # the file locked is still the one at the path (a releasing claim unlinks it)
+                same = os.stat(path / LOCK).st_ino == os.fstat(file.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
             file.close()
-            raise InUse(path, int(text) if text.isdigit() else None) from None
         file.seek(0)
         file.truncate()
         file.write(f"{os.getpid()}\n")
@@ -87,22 +96,22 @@ class RunDirClaim:
         return cls(path, file, made)
 
     def release(self, *, remove: bool = False) -> None:
-        """Let go of the claim; ``remove``: also remove the lock file, and the directories this
-        claim made while they are empty (a run that never wrote anything leaves nothing)."""
+        """Let go of the claim (its lock file goes, while still held); ``remove``: also remove
+        the directories this claim made while they are empty (a run that never wrote anything
+        leaves nothing)."""
         file, self._file = self._file, None
-        if remove:
+        if file is not None:
             with contextlib.suppress(OSError):
                 (self.path / LOCK).unlink()
-            if self.made is not None:  # the directories it made, inside out, while empty
-                for path in (self.path, *self.path.parents):
-                    try:
-                        path.rmdir()
-                    except OSError:
-                        break
-                    if path == self.made:
-                        break
-        if file is not None:
             file.close()
+        if remove and self.made is not None:  # the directories it made, inside out, while empty
+            for path in (self.path, *self.path.parents):
+                try:
+                    path.rmdir()
+                except OSError:
+                    break
+                if path == self.made:
+                    break
 
 
 def _outermost_missing(path: Path) -> Path | None:

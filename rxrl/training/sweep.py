@@ -32,6 +32,7 @@ import attrs
 
 from rxrl.algos import Algorithm, get
 from rxrl.algos.configs import resolve
+from rxrl.training.lock import InUse, RunDirClaim
 from rxrl.training.setup import BACKENDS, RAY_INIT, check_target_return, check_writable
 from rxrl.training.spelling import command_line
 from rxrl.training.sweep_space import (
@@ -529,13 +530,24 @@ def run_sweep(sweep: Sweep, out: str | Path, *, resume: bool = False, address: s
         _require("optuna", "--search optuna")
     from rxrl.training import sweep_tune
 
-    connect(address, sweep_tune.cpus_per_trial(sweep))
-    out.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        (out / SWEEP_FILE).write_text(json.dumps(sweep.to_json(), indent=2) + "\n")
-    grid, signum = sweep_tune.fit(sweep, out.resolve(), resume, stream or sys.stderr)
-    rows = sweep_tune.rows_of(sweep, out.resolve(), grid)
-    best = write_results(sweep, out, rows)
+    try:  # one live sweep per directory (`rxrl.training.lock`), checked again under the claim
+        claim = RunDirClaim.take(out)
+    except InUse as e:
+        pid = f" (process {e.pid})" if e.pid is not None else ""
+        raise ValueError(f"--out {out} is in use by another sweep{pid}; wait for it to end, or "
+                         "choose a new --out") from None
+    written = False
+    try:
+        check_out(sweep, out, resume)
+        connect(address, sweep_tune.cpus_per_trial(sweep))
+        written = True
+        if not resume:
+            (out / SWEEP_FILE).write_text(json.dumps(sweep.to_json(), indent=2) + "\n")
+        grid, signum = sweep_tune.fit(sweep, out.resolve(), resume, stream or sys.stderr)
+        rows = sweep_tune.rows_of(sweep, out.resolve(), grid)
+        best = write_results(sweep, out, rows)
+    finally:
+        claim.release(remove=not written)
     unfinished = any(r.status == "unfinished" for r in rows)
     return SweepResult(out, "interrupted" if unfinished else "completed", tuple(rows), best,
                        signum if unfinished else None)

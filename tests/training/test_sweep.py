@@ -206,6 +206,28 @@ def test_a_resume_must_be_the_same_sweep(tmp_path: Path) -> None:
         lib.check_out(attrs.evolve(sweep, trials=5), tmp_path, resume=True)
 
 
+def test_a_sweep_still_going_holds_its_directory(tmp_path: Path) -> None:
+    """One live sweep per directory: a second one (or a resume from another terminal) while a
+    sweep holds ``--out`` is refused in one line, before Ray starts, and writes nothing."""
+    import os
+
+    from rxrl.training.lock import RunDirClaim
+
+    sweep = make_sweep("ppo", steps=2048, space={"lr": "loguniform(1e-4, 1e-2)"}, trials=4, **ALGO_ENV)
+    out = tmp_path / "s"
+    held = RunDirClaim.take(out)  # what a running sweep holds
+    try:
+        for resume in (False, True):  # a sweep starting, then one that wrote its sweep.json
+            with pytest.raises(ValueError, match=rf"^--out {out} is in use by another sweep "
+                                                 rf"\(process {os.getpid()}\); wait for it to end, "
+                                                 r"or choose a new --out$"):
+                run_sweep(sweep, out, resume=resume)
+            out.joinpath(lib.SWEEP_FILE).write_text(json.dumps(sweep.to_json()))
+    finally:
+        held.release()
+    assert [p.name for p in out.iterdir()] == [lib.SWEEP_FILE]  # the holder's; its lock gone
+
+
 def test_without_ray_tune_a_sweep_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray.tune", None)  # import ray.tune fails
     sweep = make_sweep("ppo", steps=2048, space={"lr": "loguniform(1e-4, 1e-2)"}, trials=4, **ALGO_ENV)

@@ -390,6 +390,7 @@ def test_one_live_run_per_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     a.close()
     b.close()
     assert all(rows(d) for d in (a.run_dir, b.run_dir))
+    assert not any((d / ".lock").exists() for d in (a.run_dir, b.run_dir))  # released
 
 
 def test_a_run_that_fails_to_start_leaves_nothing(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import signal
 import sys
 import threading
@@ -237,14 +238,17 @@ class Trainer:
                      else RunDirClaim.take(self.run_dir))
         except InUse as e:
             self.status = "failed"
-            pid = f" (process {e.pid})" if e.pid is not None else ""
+            here = e.pid == os.getpid()  # a notebook's earlier Trainer, not closed
+            by = (" in a Trainer of this process" if here else
+                  f" (process {e.pid})" if e.pid is not None else "")
+            then = "close it first (trainer.close())" if here else "stop it first"
             if self.in_place:
                 raise ValueError(f"{given('--resume', 'resume', self.run_dir)}: the run is still "
-                                 f"going{pid}; stop it first, or resume into a new "
+                                 f"going{by}; {then}, or resume into a new "
                                  f"{option('--out', 'run_dir')}") from None
             raise ValueError(f"{given('--out', 'run_dir', self.run_dir)} is in use by another "
-                             f"run{pid}; "
-                             f"choose a new {option('--out', 'run_dir')}") from None
+                             f"run{by}; {'close it, or ' if here else ''}choose a new "
+                             f"{option('--out', 'run_dir')}") from None
         except OSError as e:
             self.status = "failed"
             raise ValueError(f"cannot make the run directory {self.run_dir}: {e}") from None

@@ -354,8 +354,9 @@ def test_one_live_run_per_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     run_dir = tmp_path / "run"
     live, twin = quick(run_dir, checkpoint_every=256), quick(run_dir)  # both checked: empty
     assert live.step() is not None  # started: the directory is claimed
-    with pytest.raises(ValueError, match=rf"^run_dir='{run_dir}' is in use by another run "
-                                         rf"\(process {os.getpid()}\); choose a new run_dir$"):
+    with pytest.raises(ValueError, match=rf"^run_dir='{run_dir}' is in use by another run in a "
+                                         r"Trainer of this process; close it, or choose a new "
+                                         r"run_dir$"):
         twin.step()
     assert twin.close().status == "failed"
     live.close()
@@ -368,9 +369,9 @@ def test_one_live_run_per_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         late.step()
     resumer = quick(run_dir, resume=run_dir, steps=2 * STEPS)
     assert resumer.step() is not None
-    with pytest.raises(ValueError, match=rf"^resume='{run_dir}': the run is still going \(process "
-                                         rf"{os.getpid()}\); stop it first, or resume into a new "
-                                         "run_dir$"):
+    with pytest.raises(ValueError, match=rf"^resume='{run_dir}': the run is still going in a "
+                                         r"Trainer of this process; close it first "
+                                         r"\(trainer.close\(\)\), or resume into a new run_dir$"):
         quick(run_dir, resume=run_dir, steps=2 * STEPS).step()
     resumer.close()
 

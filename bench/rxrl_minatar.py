@@ -64,7 +64,7 @@ def dqn_config(m: ms.MatchedMinAtarDQN, seed: int, budget_steps: int) -> dqn.DQN
                    learner_threads=m.torch_threads, learner=learner,
                    replay_placement=choice(m.replay_placement, ReplayPlacement, "replay_placement"),
                    learner_placement=choice(m.learner_placement, AutoLearnerPlacement, "learner_placement"),
-                   learner_cores=m.learner_cores)
+                   learner_cores=m.learner_cores, exact_intensity=m.exact_intensity)
 
 
 def choice(name: str, kind: Any, setting: str) -> Any:

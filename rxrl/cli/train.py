@@ -36,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="ray",
                    help=f"{' | '.join(BACKENDS)} (default ray: starts a local Ray)")
     p.add_argument("--workers", type=int, help="number of rollout workers")
-    p.add_argument("--steps", type=int, help="env steps to train for, in total (default per algorithm)")
+    p.add_argument("--steps", type=int, help="env steps to train for, in total (default per algorithm; with "
+                   "--resume, the resumed run's)")
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--out", help="a new run directory (default runs/ALGO-ENV-sSEED-TIME)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import attrs
 import numpy as np
 import pytest
 import torch
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from rxrl.rl.config import ReplayConfig
 from rxrl.rl.replay.buffers import PrioritizedReplayBuffer, ReplayBuffer, make_replay_buffer
+from rxrl.rl.replay.shard import ReplayShard
 from rxrl.rl.schedules import LinearSchedule
 from rxrl.training.checkpoint import tensors_of
 from tests.rl.replay_helpers import assert_rows_are_their_ids, numbered
@@ -246,3 +248,37 @@ def test_replay_config_refuses_batches_or_learning_starts_beyond_capacity() -> N
         ValueError, match=r"ReplayConfig.beta_annealing_samples must be None or an integer >= 1"
     ):
         ReplayConfig(beta_annealing_samples=0)
+
+
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3)), min_size=1, max_size=30),
+       st.sampled_from([0.5, 2.0, 8.0]), st.integers(0, 2))
+def test_a_shard_held_to_an_intensity_hands_out_no_more_than_it_allows(
+        steps: list[tuple[int, int]], intensity: float, lead: int) -> None:
+    """The law of ``exact_intensity``: after any adds (with autoreset steps: env steps beyond
+    the transitions) and requests, the transitions a shard handed out never exceed
+    ``intensity`` per env step added past ``learning_starts`` plus ``lead`` requests, and a
+    request is refused only when granting it would; the count survives a checkpoint."""
+    from rxrl.algos.qlearning.steps import sample_batches
+
+    config = ReplayConfig(capacity=200, batch_size=4, learning_starts=20)
+    shard, start = ReplayShard(config), 0
+    for added, batches in steps:
+        batch = attrs.evolve(numbered(start, added), env_steps=added + added // 10)
+        start += added
+        shard.add(batch)
+        budget = intensity * max(0, shard.env_steps_added - 20) + lead * batches * 4
+        before = shard.num_replayed
+        assert before is not None
+        got = sample_batches(batches, intensity, lead)(shard) if batches else []
+        fits = len(shard) >= 20 and before + batches * 4 <= budget
+        assert isinstance(got, list) is fits or not batches
+        assert shard.num_replayed == before + (batches * 4 if fits else 0) <= max(budget, before)
+    again = ReplayShard(config)
+    again.load_state_dict(shard.state_dict())
+    assert (again.env_steps_added, again.num_replayed) == (shard.env_steps_added, shard.num_replayed)
+    old = shard.state_dict()
+    del old["env_steps_added"], old["num_replayed"]
+    again.load_state_dict(old)  # a checkpoint from before the counts: from its budget on
+    assert again.env_steps_added == again.buffer.num_added and again.num_replayed is None
+    assert not again.within(1, intensity)
+    assert again.num_replayed == int(intensity * max(0, again.env_steps_added - 20))

@@ -37,7 +37,6 @@ from rxrl.algos.qlearning.steps import (
     QProgress,
     is_due,
     load_weights_if_sent,
-    sample_batches,
     store_sample,
     store_samples,
     train_on_sample,
@@ -139,7 +138,7 @@ def plan(config: ApeX, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:
                  | ops.call(g.learner, weights_if_due, max_in_flight=config.reply_queue)
                  | ops.call(g.workers, load_weights_if_sent,      # routed by the tag: the sender only
                             max_in_flight=config.reply_queue))
-    train = (rxrl.from_actors(g.replay, sample_batches(config.updates_per_call))  # or NOT_READY
+    train = (rxrl.from_actors(g.replay, config.replay_requests())
              | ops.gather(tagged=True)                            # completion order, tagged with the shard
              | ops.call(g.learner, train_on_sample,               # pipelined: the next call waits
                         max_in_flight=config.learner_queue)

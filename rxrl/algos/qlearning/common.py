@@ -58,6 +58,8 @@ from rxrl.rl.workers.qworker import TransitionWorker
 
 if TYPE_CHECKING:  # rxrl.training.checkpoint imports the algorithms: the type only, to avoid a cycle
     from rxrl.algos.spec import Snapshot
+    from rxrl.ready import NotReady
+    from rxrl.rl.data.transitions import TransitionBatch
     from rxrl.rl.learners.collective import Rendezvous
     from rxrl.rl.learners.dqn import DQNLearner  # torch: the types only, here
     from rxrl.rl.models.greedy import GreedyPolicy
@@ -127,9 +129,10 @@ class QSettings(RolloutSettings):
     ``learner.gamma``. The learner (`DQNLearner`, settings ``learner``, its replay
     ``learner.replay`` and network ``learner.q_net``) takes ``updates_per_call`` optimizer
     steps per call, each on a batch of its own; the plans replay
-    ``learner.training_intensity`` transitions per env step sampled, exactly, counting env
-    steps as vector-env steps times envs (an autoreset step, which only resets a finished
-    sub-env and yields no transition, counts: the intensity is a fixed round-robin weight).
+    ``learner.training_intensity`` transitions per env step sampled as a round-robin weight,
+    counting a round as vector-env steps times envs (an autoreset step, which only resets a
+    finished sub-env and yields no transition, counts): exact in those units on the reference
+    backend; by the env steps stored, on every backend, with ``exact_intensity`` (below).
 
     ``gamma``, ``lam`` and ``policy`` of `RolloutSettings` do not apply here: setting one is
     an error that names the setting to use. The learner trains on the CPU.
@@ -148,6 +151,19 @@ class QSettings(RolloutSettings):
     #: `SMALL_OBSERVATION_BYTES` (CartPole, MinAtar), else actors (Atari's frames would all
     #: pass through the driver)
     replay_placement: ReplayPlacement = attrs.field(default="auto", validator=one_of(ReplayPlacement))
+    #: whether the replay holds the learner to ``learner.training_intensity`` exactly: it hands
+    #: out at most that many transitions per env step stored past ``learning_starts``
+    #: (`rxrl.rl.replay.shard.ReplayShard.within`), so the learner waits for samples rather than
+    #: training ahead of them. Off (the default), the plans' round robin sets the intensity, and
+    #: on the concurrent backends the learner takes a further turn whenever a round is still
+    #: being sampled at its turn (MinAtar DQN on Ray, 1M env steps: 8.08 replayed per env step
+    #: for 8); it also trains from the round the replay is ready, with no offset. On, the
+    #: optimizer steps are the peers' (CleanRL's and SB3's ``train_freq`` after
+    #: ``learning_starts``) to within a call, a pipelined learner at most ``learner_queue - 1``
+    #: calls ahead of the samples. It costs throughput where the learner ran ahead: MinAtar
+    #: DQN on Ray trained ~60 % slower with it (docs/design-notes.md, "The training
+    #: intensity, exactly")
+    exact_intensity: bool = False
     #: whether ``replay_placement="auto"`` may host the replay on the driver (DQN: yes;
     #: Ape-X, whose shards sample concurrently with the driver's routing: no)
     auto_replay_on_driver: ClassVar[bool] = False
@@ -161,6 +177,17 @@ class QSettings(RolloutSettings):
     def sample_size(self) -> int:
         """Env steps in one worker sample: ``num_envs_per_worker * fragment_length``."""
         return self.num_envs_per_worker * self.fragment_length
+
+    def replay_requests(self) -> Callable[[ReplayShard], list[TransitionBatch] | NotReady]:
+        """What the train flow asks the replay for: ``updates_per_call`` batches, held to the
+        training intensity with `exact_intensity` (``learner_queue - 1`` calls ahead at most, so
+        that the pipelined learner's next call is under way while the workers sample)."""
+        from rxrl.algos.qlearning.steps import sample_batches
+
+        if not self.exact_intensity:
+            return sample_batches(self.updates_per_call)
+        return sample_batches(self.updates_per_call, self.learner.training_intensity,
+                              self.learner_queue - 1)
 
     def calls_per(self, env_steps: int) -> float:
         """Learner calls that keep the training intensity over ``env_steps`` sampled:

@@ -33,7 +33,6 @@ from rxrl.algos.qlearning.common import (
 from rxrl.algos.qlearning.steps import (
     QProgress,
     QTrained,
-    sample_batches,
     set_q_weights,
     store_round,
     train_on_batches,
@@ -118,8 +117,8 @@ def plan(config: DQN, actors: DQNGroups | None = None) -> rxrl.Plan[Metrics]:
              | ops.barrier()                                     # one round, all sampled with one weights
              | ops.call(g.replay, store_round)                   # into the replay; episodes come back
              | ops.map(progress.observe_stored_round))           # env steps, episodes
-    batches = (rxrl.from_actors(g.replay, sample_batches(config.updates_per_call))  # or NOT_READY
-               | ops.gather())                                     # (until learning_starts)
+    batches = (rxrl.from_actors(g.replay, config.replay_requests())
+               | ops.gather())                  # (until learning_starts; exact_intensity: or ahead)
     if g.learner.size > 1:  # a learner group: each member its share of every batch's rows
         trained = (batches | ops.call_all(g.learner, train_on_batches, max_in_flight=config.learner_queue)
                    | ops.map(first_trained))

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from rxrl.actors import Tagged
 from rxrl.algos.common import Progress
-from rxrl.ready import NotReady
+from rxrl.ready import NOT_READY, NotReady
 from rxrl.rl import (
     EpisodeStats,
     Metrics,
@@ -54,11 +54,19 @@ def store_samples(shard: ReplayShard, items: list[Tagged[TransitionBatch]]) -> l
     return [store_sample(shard, item) for item in items]
 
 
-def sample_batches(count: int) -> Callable[[ReplayShard], list[TransitionBatch] | NotReady]:
-    """The replay side: ``count`` batches per request, or ``NOT_READY`` below ``learning_starts``."""
+def sample_batches(count: int, intensity: float | None = None, lead: int = 0
+                   ) -> Callable[[ReplayShard], list[TransitionBatch] | NotReady]:
+    """The replay side: ``count`` batches per request, or ``NOT_READY`` below ``learning_starts``
+    — and, with an ``intensity``, while the batches would take the shard past ``intensity``
+    replayed transitions per env step added, ``lead`` requests ahead at most
+    (`ReplayShard.within`): the learner then waits for the samples instead of training ahead
+    of them."""
 
     def sample_batches(shard: ReplayShard) -> list[TransitionBatch] | NotReady:
         """``count`` independent samples of the shard (one per optimizer step)."""
+        size = count * shard.config.batch_size
+        if intensity is not None and not shard.within(size, intensity, lead * size):
+            return NOT_READY
         batches = []
         for _ in range(count):
             batch = shard.sample()

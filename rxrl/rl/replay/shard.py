@@ -45,6 +45,11 @@ class ReplayShard:
         self.config = config = config or ReplayConfig()
         self.shard_index = shard_index
         self.buffer = make_replay_buffer(config, [seed, shard_index, 0x5EED])
+        #: env steps of the batches added (an autoreset step, which stores no transition, too)
+        self.env_steps_added = 0
+        #: transitions handed out by `sample` (None: not known, a checkpoint from before they
+        #: were counted; `within` starts counting at the budget then)
+        self.num_replayed: int | None = 0
 
     def __len__(self) -> int:
         """Transitions held now (at most `config.capacity`)."""
@@ -58,13 +63,28 @@ class ReplayShard:
     def add(self, batch: TransitionBatch) -> int:
         """Store the batch's transitions; returns the transitions added to this shard so far."""
         self.buffer.add(batch)
+        self.env_steps_added += batch.env_steps
         return self.buffer.num_added
 
     def sample(self) -> TransitionBatch | NotReady:
         """A batch of `config.batch_size` replayed transitions, or `NOT_READY` before `learning_starts`."""
         if len(self.buffer) < self.config.learning_starts:
             return NOT_READY
+        if self.num_replayed is not None:
+            self.num_replayed += self.config.batch_size
         return self.buffer.sample(self.config.batch_size)
+
+    def within(self, transitions: int, intensity: float, lead: int = 0) -> bool:
+        """Whether handing out ``transitions`` more keeps this shard to ``intensity`` replayed
+        transitions per env step added past ``learning_starts``, ``lead`` transitions ahead at
+        most (the peers' schedule: CleanRL's and SB3's train every ``batch_size / intensity``
+        env steps once they passed ``learning_starts``; the lead lets a pipelined learner's
+        next call be under way while the workers sample). It depends only on the calls the
+        shard received, as a source's readiness must (docs/semantics.md)."""
+        budget = intensity * max(0, self.env_steps_added - self.config.learning_starts)
+        if self.num_replayed is None:  # resumed from a state without the count: from here
+            self.num_replayed = int(budget)
+        return self.num_replayed + transitions <= budget + lead
 
     def update_priorities(self, indices: npt.ArrayLike, priorities: npt.ArrayLike) -> None:
         """New priorities for sampled transitions (e.g. `|TD error|`); a uniform shard ignores
@@ -74,11 +94,16 @@ class ReplayShard:
 
     def state_dict(self) -> dict[str, Any]:
         """The buffer's `state_dict()` (stored rows, ids, priorities, generator state)."""
-        return {"shard_index": self.shard_index, "buffer": self.buffer.state_dict()}
+        return {"shard_index": self.shard_index, "buffer": self.buffer.state_dict(),
+                "env_steps_added": self.env_steps_added, "num_replayed": self.num_replayed}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a `state_dict()` of a shard with the same config."""
+        """Restore a `state_dict()` of a shard with the same config (one from before the env
+        steps and replayed transitions were counted: from the transitions it holds)."""
         self.buffer.load_state_dict(state["buffer"])
+        self.env_steps_added = int(state.get("env_steps_added", self.buffer.num_added))
+        replayed = state.get("num_replayed")
+        self.num_replayed = None if replayed is None else int(replayed)
 
 
 __all__ = ["ReplayShard"]

@@ -184,6 +184,8 @@ def test_with_exact_intensity_the_learner_never_trains_ahead_of_the_samples(
     ready); on the reference, the learner keeps within one round of the limit."""
     if backend == "ray":
         request.getfixturevalue("ray_session")
+    assert "from_actors(ReplayShard×1 on the driver, sample_batches_within_intensity)" in rxrl.show(
+        dqn.plan(small_dqn(exact_intensity=True)))
     got, _ = records(dqn.plan(small_dqn(exact_intensity=True)), 24, backend)
     # a concurrent backend may report a call before the round it was granted on: the replay
     # got the round, the driver's count not yet (one store call in flight: one round, 32 steps)
@@ -198,6 +200,15 @@ def test_with_exact_intensity_the_learner_never_trains_ahead_of_the_samples(
     if backend == "reference":
         last = got[-1]
         assert last["env_steps_trained"] >= 2 * (last["env_steps_sampled"] - 64) - 2 * 32
+
+
+def test_apex_with_exact_intensity_holds_each_shard_to_it() -> None:
+    """Ape-X's shards each hold the learner to the intensity (4) by their own env steps:
+    the run goes on (no deadlock), never past 4 replayed per env step stored plus a call per
+    shard ahead."""
+    got, _ = records(apex.plan(small_apex(exact_intensity=True)), 12)
+    assert got[-1]["env_steps_trained"] > 0
+    assert all(r["env_steps_trained"] <= 4 * r["env_steps_sampled"] + 2 * 32 for r in got)
 
 
 def test_dqn_workers_sample_only_with_the_latest_weights() -> None:

@@ -75,6 +75,8 @@ def sample_batches(count: int, intensity: float | None = None, lead: int = 0
             batches.append(batch)
         return batches
 
+    if intensity is not None:  # `rxrl show` tells the held request from the plain one
+        sample_batches.__name__ = sample_batches.__qualname__ = "sample_batches_within_intensity"
     return sample_batches
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import json
 import math
 import os
@@ -31,6 +30,7 @@ from rxrl.plan import Op
 from rxrl.rl import EnvSpaces, Metrics
 from rxrl.rl.data.metrics import EpisodeWindow
 from rxrl.training.evaluation import EvalResult, Evaluation, check_supported, with_evaluation
+from rxrl.training.lock import numbered
 
 if TYPE_CHECKING:
     from rxrl.rl.learners.actor_critic import Learner
@@ -396,16 +396,14 @@ def save_trace(path: Path, algo: str, config: RolloutSettings, trace: rxrl.Trace
            "evaluation": None if evaluation is None else attrs.asdict(evaluation),
            "records": records, "trace": json.loads(trace.to_json())}
     text = json.dumps(doc)
-    stem, dot, suffixes = path.name.partition(".")
-    for n in itertools.count(1):
-        target = path if n == 1 else path.with_name(f"{stem}-{n}{dot}{suffixes}")
+    for target in numbered(path):
         try:
             with open(target, "x") as f:
                 f.write(text)
         except FileExistsError:
             continue
         return target
-    raise AssertionError("unreachable")
+    raise AssertionError("numbered() never ends")
 
 
 def same(a: float, b: float) -> bool:

@@ -16,8 +16,10 @@ and another name is taken (``-2``, ``-3``, ...) when it exists. Where ``fcntl`` 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -60,14 +62,13 @@ class RunDirClaim:
         """Make and claim a directory that did not exist: ``base``, else ``base-2``, ``-3``, ..."""
         made = _outermost_missing(base.parent)
         base.parent.mkdir(parents=True, exist_ok=True)
-        for n in range(1, 10_000):
-            path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        for path in numbered(base):
             try:
                 path.mkdir()
             except FileExistsError:
                 continue
             return cls._lock(path, made or path)
-        raise OSError(f"no free run directory named {base.name}-N in {base.parent}")
+        raise AssertionError("numbered() never ends")
 
     @classmethod
     def _lock(cls, path: Path, made: Path | None) -> RunDirClaim:
@@ -114,6 +115,20 @@ class RunDirClaim:
                     break
 
 
+def numbered(path: Path) -> Iterator[Path]:
+    """``path``, then ``NAME-2.SUFFIXES``, ``NAME-3.SUFFIXES``, ...: the names a run takes, in
+    turn, for a file or directory that must not replace another's (the first that does not
+    exist, taken atomically by the caller: ``mkdir``, ``open(..., "x")``).
+
+    >>> [p.name for p in itertools.islice(numbered(Path("runs/ppo.trace.json")), 3)]
+    ['ppo.trace.json', 'ppo-2.trace.json', 'ppo-3.trace.json']
+    """
+    stem, dot, suffixes = path.name.partition(".")
+    yield path
+    for n in itertools.count(2):
+        yield path.with_name(f"{stem}-{n}{dot}{suffixes}")
+
+
 def _outermost_missing(path: Path) -> Path | None:
     """The outermost of ``path`` and its parents that does not exist (None: ``path`` exists)."""
     missing = None
@@ -124,4 +139,4 @@ def _outermost_missing(path: Path) -> Path | None:
     return missing
 
 
-__all__ = ["LOCK", "InUse", "RunDirClaim"]
+__all__ = ["LOCK", "InUse", "RunDirClaim", "numbered"]

@@ -78,7 +78,7 @@ def prepare(algo: str | Algorithm | RolloutSettings, *, env: str | None = None,
     resumed = load_checkpoint(resume) if resume is not None else None
     # a resume without a budget of its own goes on to the interrupted run's (checkpoints from
     # before it was kept: the algorithm's default)
-    kept = resumed.budget if resumed is not None and resumed.algo.name == spec.name else None
+    kept = resumed.budget if resumed is not None else None
     total = int(steps) if steps is not None else kept or spec.default_steps
     if resumed is not None:
         if resumed.algo.name != spec.name:
@@ -163,9 +163,20 @@ def check_state_settings(spec: Algorithm, resumed: Checkpoint, config: RolloutSe
                 "setting, or start a new run)")
 
 
+def check_no_run(path: Path) -> None:
+    """ValueError (one line) if ``path`` holds a run (`run_files`): a new run may not write
+    there. A trainer checks when it is made, and again once it has claimed the directory."""
+    existing = run_files(path) if path.is_dir() else []
+    if existing:
+        raise ValueError(f"{given('--out', 'run_dir', path)} already holds a run "
+                         f"({', '.join(existing)}): continue it with {_resume(path)}, or "
+                         f"choose a new {option('--out', 'run_dir')}")
+
+
 def run_dir(out: str | Path | None, setup: Setup, resume: str | Path | None = None) -> Path:
-    """The run directory, checked (ValueError otherwise) but not created: it is made when the
-    first record arrives, so that a run that never starts leaves nothing.
+    """The run directory, checked (ValueError otherwise) but not created: the run claims (and
+    makes) it when it starts (`rxrl.training.lock`), and a run that never records anything
+    removes what its claim made.
 
     ``out`` must not hold a run already, unless it is the directory being resumed; without
     ``out`` a resumed run continues in its own directory, a new one gets
@@ -177,11 +188,8 @@ def run_dir(out: str | Path | None, setup: Setup, resume: str | Path | None = No
         resume_dir = resume_dir.parent if resume_dir.is_file() else resume_dir
     if out is not None:
         path = Path(out)
-        existing = run_files(path) if path.is_dir() else []
-        if existing and not (resume_dir is not None and same_dir(path, resume_dir)):
-            raise ValueError(f"{given('--out', 'run_dir', path)} already holds a run "
-                             f"({', '.join(existing)}): continue it with {_resume(path)}, or "
-                             f"choose a new {option('--out', 'run_dir')}")
+        if not (resume_dir is not None and same_dir(path, resume_dir)):
+            check_no_run(path)
     elif resume_dir is not None:
         path = resume_dir
     else:
@@ -301,4 +309,5 @@ def ray_init_options(plan: rxrl.Plan[Any]) -> dict[str, Any]:
 
 __all__ = ["BACKENDS", "RAY_INIT", "RUN_FILES", "TORCH_FREE_PRELOAD", "WORKER_NICENESS", "WORKER_PRELOAD",
            "WORKER_RESTARTS", "Setup", "algorithm_of", "check_state_settings", "check_target_return",
-           "check_writable", "prepare", "ray_init_options", "run_dir", "run_files", "same_dir", "write_json"]
+           "check_no_run", "check_writable", "prepare", "ray_init_options", "run_dir", "run_files",
+           "same_dir", "write_json"]

@@ -536,18 +536,18 @@ def run_sweep(sweep: Sweep, out: str | Path, *, resume: bool = False, address: s
         pid = f" (process {e.pid})" if e.pid is not None else ""
         raise ValueError(f"--out {out} is in use by another sweep{pid}; wait for it to end, or "
                          "choose a new --out") from None
-    written = False
+    started = False  # a sweep that never started removes what its claim made
     try:
         check_out(sweep, out, resume)
         connect(address, sweep_tune.cpus_per_trial(sweep))
-        written = True
+        started = True
         if not resume:
             (out / SWEEP_FILE).write_text(json.dumps(sweep.to_json(), indent=2) + "\n")
         grid, signum = sweep_tune.fit(sweep, out.resolve(), resume, stream or sys.stderr)
         rows = sweep_tune.rows_of(sweep, out.resolve(), grid)
         best = write_results(sweep, out, rows)
     finally:
-        claim.release(remove=not written)
+        claim.release(remove=not started)
     unfinished = any(r.status == "unfinished" for r in rows)
     return SweepResult(out, "interrupted" if unfinished else "completed", tuple(rows), best,
                        signum if unfinished else None)

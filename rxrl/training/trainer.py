@@ -55,10 +55,10 @@ from rxrl.training.setup import (
     BACKENDS,
     WORKER_RESTARTS,
     Setup,
+    check_no_run,
     check_target_return,
     prepare,
     ray_init_options,
-    run_files,
     same_dir,
     write_json,
 )
@@ -252,13 +252,13 @@ class Trainer:
         except OSError as e:
             self.status = "failed"
             raise ValueError(f"cannot make the run directory {self.run_dir}: {e}") from None
-        existing = [] if self.in_place else run_files(claim.path)
-        if existing:  # a run that wrote here after this trainer checked, and has ended
-            claim.release()
-            self.status = "failed"
-            raise ValueError(f"{given('--out', 'run_dir', claim.path)} already holds a run "
-                             f"({', '.join(existing)}), written since this run was set up; "
-                             f"choose a new {option('--out', 'run_dir')}")
+        if not self.in_place:  # a run that wrote here after this trainer checked, and ended
+            try:
+                check_no_run(claim.path)
+            except ValueError:
+                claim.release()
+                self.status = "failed"
+                raise
         self.run_dir = claim.path
         return claim
 

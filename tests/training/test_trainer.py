@@ -364,8 +364,8 @@ def test_one_live_run_per_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     late = quick(late_dir)  # set up while the directory is empty
     quick(late_dir).run()  # another run writes there, and ends
     with pytest.raises(ValueError, match=rf"^run_dir='{late_dir}' already holds a run \(config.json, "
-                                         r"metrics.csv, checkpoint.pt, summary.json\), written "
-                                         "since this run was set up; choose a new run_dir$"):
+                                         r"metrics.csv, checkpoint.pt, summary.json\): continue "
+                                         "it with resume="):
         late.step()
     resumer = quick(run_dir, resume=run_dir, steps=2 * STEPS)
     assert resumer.step() is not None

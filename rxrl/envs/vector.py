@@ -132,6 +132,22 @@ def _vector_of_instances(env: str, num_envs: int, mode: str, env_kwargs: Mapping
                      "use 'sync' or 'async'")
 
 
+def same_step_unless_native(env: str, vectorization_mode: str | None,
+                            vector_kwargs: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``vector_kwargs`` with SAME_STEP autoreset added where gymnasium's own vector env
+    (``"sync"``/``"async"``, MinAtar's, Atari's) is made and no autoreset mode is given: every
+    step is then a transition, where NEXT_STEP spends one step per episode on the reset alone
+    (what a transition worker wants, and what SB3 and CleanRL step). A native vector env
+    (``"vector_entry_point"``, e.g. CartPole's NEXT_STEP-only one) keeps its own mode."""
+    if vector_kwargs is not None and "autoreset_mode" in vector_kwargs:
+        return vector_kwargs
+    name = registered_id(env)
+    if not (is_atari(name) or is_minatar(name)) and (
+            (vectorization_mode or default_vectorization_mode(env)) == "vector_entry_point"):
+        return vector_kwargs
+    return {**(vector_kwargs or {}), "autoreset_mode": AutoresetMode.SAME_STEP}
+
+
 def autoreset_mode(vec: VectorEnv[Any, Any, Any]) -> AutoresetMode:
     """The vector env's autoreset mode (gymnasium's default, NEXT_STEP, when unstated)."""
     mode = vec.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
@@ -235,4 +251,4 @@ def reported_episodes(
 
 __all__ = ["GAME_LENGTH", "GAME_OVER", "GAME_RETURN", "EnvSpaces", "GameScore", "autoreset_mode",
            "default_vectorization_mode", "is_atari", "is_minatar", "make_env", "make_vector_env",
-           "registered_id", "reported_episodes"]
+           "registered_id", "reported_episodes", "same_step_unless_native"]

@@ -190,7 +190,7 @@ def test_with_exact_intensity_the_learner_never_trains_ahead_of_the_samples(
     # a concurrent backend may report a call before the round it was granted on: the replay
     # got the round, the driver's count not yet (one store call in flight: one round, 32 steps)
     unseen = 0 if backend == "reference" else 32
-    lead = 32  # learner_queue 2: one call (2 batches of 16) may be under way ahead
+    lead = 64  # learner_queue 2: two calls (2 batches of 16 each) may be granted ahead
     assert all(r["env_steps_trained"] <= 2 * max(0, r["env_steps_sampled"] + unseen - 64) + lead
                for r in got)
     # the round robin counts rounds of 32 env steps; they hold ~30 (an episode's autoreset step

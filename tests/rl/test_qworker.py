@@ -24,7 +24,9 @@ from tests.cli.helpers import ROOT, environment
 from tests.rl.toy_env import TOY_ID, TOY_TRUNCATED_ID
 
 SAME_STEP = {"autoreset_mode": AutoresetMode.SAME_STEP}
-MODES = [pytest.param(None, id="next_step"), pytest.param(SAME_STEP, id="same_step")]
+NEXT_STEP = {"autoreset_mode": AutoresetMode.NEXT_STEP}
+MODES = [pytest.param(NEXT_STEP, id="next_step"), pytest.param(SAME_STEP, id="same_step"),
+         pytest.param(None, id="default")]
 SMALL = QNetConfig(hidden_sizes=(8,))
 
 
@@ -64,7 +66,7 @@ def test_rows_are_real_transitions_with_the_final_observation_and_no_reset_steps
             assert (s[1:][done[:-1]] == 0).all() and (s[1:][~done[:-1]] == s[:-1][~done[:-1]] + 1).all()
         total_steps += batch.env_steps
     assert worker.env_steps == total_steps
-    if vector_kwargs == SAME_STEP:
+    if not worker.next_step_reset:
         assert total_steps == 4 * 3 * 10  # every step is a transition
     else:
         assert total_steps < 4 * 3 * 10  # the reset steps are not
@@ -122,13 +124,22 @@ def check_n_step_rows(batch: TransitionBatch, n: int, gamma: float) -> None:
 def test_n_step_rows_fold_n_steps_up_to_the_episode_end_whatever_the_fragment_length(
     fragment_length: int,
 ) -> None:
-    worker = toy(n_step=3, gamma=0.5, fragment_length=fragment_length)
+    worker = toy(n_step=3, gamma=0.5, fragment_length=fragment_length, vector_kwargs=NEXT_STEP)
     rows, stepped = 0, 0
     for _ in range(60 // fragment_length):
         batch = worker.sample()
         check_n_step_rows(batch, 3, 0.5)
         rows, stepped = rows + len(batch), stepped + batch.env_steps
     assert rows == stepped - worker.folder.held and 0 < worker.folder.held <= 3 * 2
+
+
+def test_gymnasiums_own_vector_envs_autoreset_in_the_same_step_unless_told_a_native_keeps_its_own() -> None:
+    """A transition worker steps no reset-only steps where it can choose (SB3's and CleanRL's
+    schedule: every env step is a transition); CartPole's native vector env has NEXT_STEP only."""
+    assert not toy().next_step_reset and not toy(vector_kwargs={"copy": False}).next_step_reset
+    assert toy(vector_kwargs=NEXT_STEP).next_step_reset
+    assert QRolloutWorker("CartPole-v1", 2, 4).next_step_reset
+    assert not QRolloutWorker("CartPole-v1", 2, 4, vectorization_mode="sync").next_step_reset
 
 
 def test_discrete_action_spaces_with_an_offset_step_the_env_with_it() -> None:

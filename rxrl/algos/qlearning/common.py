@@ -159,10 +159,9 @@ class QSettings(RolloutSettings):
     #: being sampled at its turn (MinAtar DQN on Ray, 1M env steps: 8.08 replayed per env step
     #: for 8); it also trains from the round the replay is ready, with no offset. On, the
     #: optimizer steps are the peers' (CleanRL's and SB3's ``train_freq`` after
-    #: ``learning_starts``) to within a call, a pipelined learner at most ``learner_queue - 1``
-    #: calls ahead of the samples. It costs throughput where the learner ran ahead: MinAtar
-    #: DQN on Ray trained ~60 % slower with it (docs/design-notes.md, "The training
-    #: intensity, exactly")
+    #: ``learning_starts``) to within a call, a pipelined learner at most ``learner_queue``
+    #: calls ahead of the samples: the call the train flow's turn waits on and the next, under
+    #: way while the workers sample (docs/design-notes.md, "The training intensity, exactly")
     exact_intensity: bool = False
     #: whether ``replay_placement="auto"`` may host the replay on the driver (DQN: yes;
     #: Ape-X, whose shards sample concurrently with the driver's routing: no)
@@ -180,14 +179,14 @@ class QSettings(RolloutSettings):
 
     def replay_requests(self) -> Callable[[ReplayShard], list[TransitionBatch] | NotReady]:
         """What the train flow asks the replay for: ``updates_per_call`` batches, held to the
-        training intensity with `exact_intensity` (``learner_queue - 1`` calls ahead at most, so
-        that the pipelined learner's next call is under way while the workers sample)."""
+        training intensity with `exact_intensity` (``learner_queue`` calls ahead at most: the
+        one the train flow's turn waits on and the next, under way while the workers sample)."""
         from rxrl.algos.qlearning.steps import sample_batches
 
         if not self.exact_intensity:
             return sample_batches(self.updates_per_call)
         return sample_batches(self.updates_per_call, self.learner.training_intensity,
-                              self.learner_queue - 1)
+                              self.learner_queue)
 
     def calls_per(self, env_steps: int) -> float:
         """Learner calls that keep the training intensity over ``env_steps`` sampled:

@@ -17,7 +17,13 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium.vector import AutoresetMode
 
-from rxrl.envs.vector import EnvSpaces, autoreset_mode, make_vector_env, reported_episodes
+from rxrl.envs.vector import (
+    EnvSpaces,
+    autoreset_mode,
+    make_vector_env,
+    reported_episodes,
+    same_step_unless_native,
+)
 from rxrl.rl.config import QNetConfig, resolve_trunk
 from rxrl.rl.data.episode_metrics import EpisodeMetricsRecorder
 from rxrl.rl.data.transitions import TransitionBatch
@@ -66,11 +72,12 @@ class TransitionWorker(ABC):
     consecutive, in time order). Subclasses own the network that acts (`QRolloutWorker`:
     epsilon-greedy on a Q-network; `rxrl.rl.learners.sac.SACRolloutWorker`: a squashed Gaussian actor).
 
-    Autoreset, as in `RolloutWorker`: in gymnasium's NEXT_STEP mode (the default, and the
-    only one `CartPoleVectorEnv` has) the step after an episode ends only resets that
-    sub-environment; it is not a transition and never appears in a batch. The step that
-    ended the episode has the real final observation as `next_obs`. SAME_STEP envs work too
-    (the final observation comes from `info["final_obs"]`); DISABLED is refused.
+    Autoreset: gymnasium's own vector envs (``"sync"``, ``"async"``, MinAtar's, Atari's) are
+    made in SAME_STEP mode unless ``vector_kwargs`` names a mode
+    (`rxrl.envs.vector.same_step_unless_native`): every step is a transition, the final
+    observation from `info["final_obs"]`. A native vector env in NEXT_STEP mode (the only
+    one `CartPoleVectorEnv` has) spends the step after an episode ends on the reset alone;
+    it is not a transition and never appears in a batch. DISABLED is refused.
 
     With `n_step > 1` each row folds up to `n_step` steps (`rxrl.rl.replay.nstep`): a row is
     emitted once its window has closed, so the last `n_step - 1` transitions of each
@@ -113,7 +120,8 @@ class TransitionWorker(ABC):
         use_torch_threads(torch_threads)
         self.env_id, self.num_envs, self.fragment_length = env, num_envs, fragment_length
         self.seed, self.worker_index = seed, worker_index
-        self.env = make_vector_env(env, num_envs, vectorization_mode, env_kwargs, vector_kwargs)
+        self.env = make_vector_env(env, num_envs, vectorization_mode, env_kwargs,
+                                   same_step_unless_native(env, vectorization_mode, vector_kwargs))
         self.next_step_reset = autoreset_mode(self.env) is AutoresetMode.NEXT_STEP
         self.spaces = EnvSpaces(self.env.single_observation_space, self.env.single_action_space)
         env_seed, explore_seed = np.random.SeedSequence([seed, worker_index]).generate_state(2)

@@ -154,10 +154,12 @@ class QSettings(RolloutSettings):
     #: whether the replay holds the learner to ``learner.training_intensity`` exactly: it hands
     #: out at most that many transitions per env step stored past ``learning_starts``
     #: (`rxrl.rl.replay.shard.ReplayShard.within`), so the learner waits for samples rather than
-    #: training ahead of them. Off (the default), the plans' round robin sets the intensity, and
-    #: on the concurrent backends the learner takes a further turn whenever a round is still
-    #: being sampled at its turn (MinAtar DQN on Ray, 1M env steps: 8.08 replayed per env step
-    #: for 8); it also trains from the round the replay is ready, with no offset. On, the
+    #: training ahead of them. Off (the default), the plans' round robin sets the intensity in
+    #: env steps (a native NEXT_STEP env's reset-only steps included: a few per cent more per
+    #: transition while episodes are short; MinAtar DQN on Ray, 1M env steps, SAME_STEP: the
+    #: peer's count to within a call), and on the concurrent backends the learner may take a
+    #: further turn while a round is still being sampled at its turn; it also trains from the
+    #: round the replay is ready, with no offset. On, the
     #: optimizer steps are the peers' (CleanRL's and SB3's ``train_freq`` after
     #: ``learning_starts``) to within a call, a pipelined learner at most ``learner_queue``
     #: calls ahead of the samples: the call the train flow's turn waits on and the next, under

@@ -254,8 +254,8 @@ def test_replay_config_refuses_batches_or_learning_starts_beyond_capacity() -> N
        st.sampled_from([0.5, 2.0, 8.0]), st.integers(0, 2))
 def test_a_shard_held_to_an_intensity_hands_out_no_more_than_it_allows(
         steps: list[tuple[int, int]], intensity: float, lead: int) -> None:
-    """The law of ``exact_intensity``: after any adds (with autoreset steps: env steps beyond
-    the transitions) and requests, the transitions a shard handed out never exceed
+    """The law of ``exact_intensity``: after any adds (with env steps beyond the rows, as a
+    worker's held-back n-step rows give) and requests, the transitions a shard handed out never exceed
     ``intensity`` per env step added past ``learning_starts`` plus ``lead`` requests, and a
     request is refused only when granting it would; the count survives a checkpoint."""
     from rxrl.algos.qlearning.steps import sample_batches

@@ -45,7 +45,8 @@ class ReplayShard:
         self.config = config = config or ReplayConfig()
         self.shard_index = shard_index
         self.buffer = make_replay_buffer(config, [seed, shard_index, 0x5EED])
-        #: env steps of the batches added (an autoreset step, which stores no transition, too)
+        #: env steps of the batches added (`TransitionBatch.env_steps`: the transitions stepped,
+        #: n-step rows a worker still holds back included; a NEXT_STEP reset-only step is none)
         self.env_steps_added = 0
         #: transitions handed out by `sample` (None: not known, a checkpoint from before they
         #: were counted; `within` starts counting at the budget then)

@@ -110,6 +110,11 @@ class MatchedMinAtarDQN:
     envs_per_worker: int = 1
     fragment_length: int = 16
     lr: float = 1e-4
+    #: rxrl's `DQN.lr_decay` (its default 2.0 halves the rate by the end of the run): None, a
+    #: constant rate, as the peer's. Before 2026-12-07 (seventh session) the bench left rxrl's
+    #: default on, so every MinAtar DQN figure before then trained rxrl at a rate falling to
+    #: 5e-5 against the peer's 1e-4 (the check of the settings did not read the decay)
+    lr_decay: float | None = None
     adam_eps: float = 1e-8
     gamma: float = 0.99
     n_step: int = 1

@@ -60,7 +60,7 @@ def dqn_config(m: ms.MatchedMinAtarDQN, seed: int, budget_steps: int) -> dqn.DQN
                         q_net=QNetConfig(trunk="minatar_cnn", dueling=False))
     return dqn.DQN(env=m.env, seed=seed, num_workers=m.num_workers, num_envs_per_worker=m.envs_per_worker,
                    fragment_length=m.fragment_length, exploration_steps=budget_steps,
-                   updates_per_call=m.updates_per_call, learner_queue=m.learner_queue,
+                   lr_decay=m.lr_decay, updates_per_call=m.updates_per_call, learner_queue=m.learner_queue,
                    learner_threads=m.torch_threads, learner=learner,
                    replay_placement=choice(m.replay_placement, ReplayPlacement, "replay_placement"),
                    learner_placement=choice(m.learner_placement, AutoLearnerPlacement, "learner_placement"),
@@ -104,6 +104,7 @@ def mismatches(config: RolloutSettings, m: ms.Matched, budget_steps: int) -> lis
                   "prioritized": (replay.prioritized, False), "tau": (lc.tau, 1.0),
                   "trunk": (lc.q_net.trunk, m.trunk), "dueling": (lc.q_net.dueling, False),
                   "exploration_steps": (c.exploration_steps, budget_steps),
+                  "lr_decay_steps": (c.learner_settings().lr_decay_steps, None),
                   "updates_per_call": (c.updates_per_call, m.updates_per_call),
                   "learner_queue": (c.learner_queue, m.learner_queue)}
         # the schedule the plan runs: optimizer steps per env step, env steps per target copy

@@ -10,22 +10,64 @@ pixel observation in rxrl. ``env_kwargs`` go to MinAtar's ``Environment``
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import importlib.util
 import logging
-from collections.abc import Mapping
+import sys
+import types
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
+#: what MinAtar's ``environment`` module imports only to render (``Environment.display_state``):
+#: with them, importing MinAtar took ~2 s and ~160 MB (matplotlib's pyplot, seaborn, and
+#: through it pandas and scipy) in the driver and in every worker process of a MinAtar run
+RENDER_ONLY = ("seaborn", "matplotlib.pyplot")
+
+
+class OnFirstUse(types.ModuleType):
+    """Stands in for a module MinAtar imports only to render: the real module is imported when
+    an attribute is first read through it (MinAtar's ``display_state``)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):  # the import system's probes (``__path__``, ...) load nothing
+            raise AttributeError(attr)
+        if sys.modules.get(self.__name__) is self:  # read while MinAtar imports: the real one now
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attr)
+
+
+@contextlib.contextmanager
+def render_modules_on_first_use() -> Iterator[None]:
+    """While MinAtar is first imported, `OnFirstUse` stand-ins for the `RENDER_ONLY` modules
+    that are installed and not imported yet; afterwards ``sys.modules`` is as it was (a later
+    ``import seaborn`` gets the real one; one that is not installed still fails to import)."""
+    stand_ins = {}
+    for name in RENDER_ONLY:
+        top = name.partition(".")[0]
+        if name not in sys.modules and importlib.util.find_spec(top) is not None:
+            stand_ins[name] = sys.modules[name] = OnFirstUse(name)
+    try:
+        yield
+    finally:
+        for name, module in stand_ins.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+
 
 def register_minatar(env_id: str) -> None:
     """Register MinAtar's ids unless they are; a one-line ValueError naming the ``minatar`` extra
-    if MinAtar is not installed."""
+    if MinAtar is not installed. MinAtar's rendering modules are imported when it first renders
+    (`render_modules_on_first_use`), not with it."""
     before = logging.root.manager.disable
     logging.disable(max(before, logging.WARNING))  # its first import warns that seaborn is missing
     try:  # (seaborn only renders)
-        import minatar.gym  # type: ignore[import-untyped]
+        with render_modules_on_first_use():
+            import minatar.gym  # type: ignore[import-untyped]
     except ImportError:
         raise ValueError(f'{env_id} needs the minatar extra: pip install -e ".[minatar]"') from None
     finally:

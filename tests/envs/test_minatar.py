@@ -1,8 +1,9 @@
 """MinAtar: channels-first uint8 observations of MinAtar's own states, in one env, a vector env,
-the spaces and a worker's batch, and the missing extra."""
+the spaces and a worker's batch, the missing extra, and its rendering modules left unimported."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from typing import Any
 
@@ -71,3 +72,32 @@ def test_a_missing_minatar_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) ->
     for call in calls:
         with pytest.raises(ValueError, match=message):
             call()
+
+
+FRESH_PROCESS = """
+import importlib.util, sys
+from rxrl.envs.minatar import RENDER_ONLY, make_minatar_env
+make_minatar_env("MinAtar/Breakout-v1").reset(seed=0)
+print(sorted(n for n in (*RENDER_ONLY, "pandas", "scipy.stats") if n in sys.modules))
+import minatar.environment as e
+installed = all(importlib.util.find_spec(n) is not None for n in ("seaborn", "matplotlib"))
+if installed:  # MinAtar's render names reach the real modules
+    print(len(e.sns.color_palette("cubehelix", 3)), e.plt.subplots.__module__)
+    import seaborn
+    print(type(seaborn).__name__, hasattr(seaborn, "color_palette"))
+else:
+    print("not installed")
+"""
+
+
+def test_minatar_imports_its_rendering_modules_only_when_it_renders() -> None:
+    """A fresh process that makes a MinAtar env has none of seaborn, pyplot, pandas or
+    scipy.stats loaded (MinAtar imports them only to render: ~2 s and ~160 MB a process), no
+    stand-in is left in ``sys.modules``, and MinAtar's render names still reach the real
+    modules on first use."""
+    out = subprocess.run([sys.executable, "-c", FRESH_PROCESS], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.splitlines()
+    assert out[0] == "[]"
+    if out[1] != "not installed":
+        assert out[1] == "3 matplotlib.pyplot"
+        assert out[2] == "module True"

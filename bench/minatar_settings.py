@@ -10,10 +10,12 @@ for both: ``[4, 10, 10]`` uint8 of 0/1, MinAtar's sticky actions (0.1), the mini
 (`rxrl.rl.models.cnn.minatar_cnn`): conv 16 3×3 stride 1, ReLU, linear 128, ReLU, orthogonal
 weights of gain sqrt 2 and zero biases, the 0/1 pixels not scaled.
 
-One mismatch for both algorithms: rxrl's workers step gymnasium's NEXT_STEP autoreset, so the
+One mismatch for PPO: rxrl's on-policy workers step gymnasium's NEXT_STEP autoreset, so the
 step after an episode's end only resets that env, yields no transition and counts as an env
 step sampled (2.4 % of PPO's steps in 6k-step smoke runs, fewer as episodes lengthen); the
 peer's SAME_STEP envs waste none. At the same env steps rxrl has trained on that much less.
+rxrl's DQN workers step SAME_STEP, as the peer's (since 2026-12-07:
+`rxrl.envs.vector.same_step_unless_native`).
 """
 
 from __future__ import annotations

@@ -49,18 +49,23 @@ while True:
 
 
 @torch.jit.script
+def minatar_q(obs: torch.Tensor, w: list[torch.Tensor]) -> torch.Tensor:
+    """The MinAtar CNN's Q-values (conv 16 3x3, ReLU, linear 128, ReLU, linear) from its
+    parameters in module order."""
+    x = torch.relu(conv2d(obs.float(), w[0], w[1]))
+    return linear(torch.relu(linear(x.flatten(1), w[2], w[3])), w[4], w[5])
+
+
+@torch.jit.script
 def scripted_step(obs: torch.Tensor, next_obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor,
                   terminateds: torch.Tensor, w: list[torch.Tensor], target: list[torch.Tensor],
                   exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor], steps: list[torch.Tensor],
                   lr: float, gamma: float, eps: float) -> list[torch.Tensor]:
-    """One DQN step on the MinAtar CNN (conv 16 3x3, ReLU, linear 128, ReLU, linear) as one call:
+    """One DQN step on the MinAtar CNN (`minatar_q`) as one call:
     the loss, the rows' |TD|, the targets' variance and the residuals' variance."""
-    x = torch.relu(conv2d(obs.float(), w[0], w[1]))
-    q = linear(torch.relu(linear(x.flatten(1), w[2], w[3])), w[4], w[5])
+    q = minatar_q(obs, w)
     with torch.no_grad():
-        y = torch.relu(conv2d(next_obs.float(), target[0], target[1]))
-        next_q = linear(
-            torch.relu(linear(y.flatten(1), target[2], target[3])), target[4], target[5])
+        next_q = minatar_q(next_obs, target)
         targets = rewards + gamma * next_q.max(1)[0] * (1.0 - terminateds)
     q_taken = q.gather(1, actions.unsqueeze(1)).squeeze(1)
     loss = torch.nn.functional.huber_loss(q_taken, targets)
@@ -97,10 +102,8 @@ class ScriptedLearner:
 
 def check_forward(learner: Any, obs: np.ndarray) -> None:
     """The scripted step's forward is the learner's Q-net (its parameters in module order)."""
-    w = [p.detach() for p in learner.q_net.parameters()]
-    x = torch.relu(conv2d(torch.from_numpy(obs).float(), w[0], w[1]))
-    q = linear(torch.relu(linear(x.flatten(1), w[2], w[3])), w[4], w[5])
     with torch.no_grad():
+        q = minatar_q(torch.from_numpy(obs), [p.detach() for p in learner.q_net.parameters()])
         expected = learner.q_net(torch.from_numpy(obs))
     if not torch.allclose(q, expected, atol=1e-5):
         raise SystemExit("the scripted forward is not the learner's Q-net")

@@ -31,26 +31,31 @@ RENDER_ONLY = ("seaborn", "matplotlib.pyplot")
 
 class OnFirstUse(types.ModuleType):
     """Stands in for a module MinAtar imports only to render: the real module is imported when
-    an attribute is first read through it (MinAtar's ``display_state``)."""
+    an attribute is first read through it (MinAtar's ``display_state``), and kept."""
 
     def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__"):  # the import system's probes (``__path__``, ...) load nothing
-            raise AttributeError(attr)
-        if sys.modules.get(self.__name__) is self:  # read while MinAtar imports: the real one now
-            del sys.modules[self.__name__]
-        return getattr(importlib.import_module(self.__name__), attr)
+        real = self.__dict__.get("_real")
+        if real is None:
+            if attr.startswith("__"):  # the import system's probes (``__path__``, ...) load nothing
+                raise AttributeError(attr)
+            if sys.modules.get(self.__name__) is self:  # read while MinAtar imports
+                del sys.modules[self.__name__]
+            real = self.__dict__["_real"] = importlib.import_module(self.__name__)
+        return getattr(real, attr)
 
 
 @contextlib.contextmanager
 def render_modules_on_first_use() -> Iterator[None]:
     """While MinAtar is first imported, `OnFirstUse` stand-ins for the `RENDER_ONLY` modules
     that are installed and not imported yet; afterwards ``sys.modules`` is as it was (a later
-    ``import seaborn`` gets the real one; one that is not installed still fails to import)."""
+    ``import seaborn`` gets the real one; one that is not installed still fails to import).
+    Once MinAtar is imported it does nothing (every env made calls it)."""
     stand_ins = {}
-    for name in RENDER_ONLY:
-        top = name.partition(".")[0]
-        if name not in sys.modules and importlib.util.find_spec(top) is not None:
-            stand_ins[name] = sys.modules[name] = OnFirstUse(name)
+    if "minatar.environment" not in sys.modules:
+        for name in RENDER_ONLY:
+            top = name.partition(".")[0]
+            if name not in sys.modules and importlib.util.find_spec(top) is not None:
+                stand_ins[name] = sys.modules[name] = OnFirstUse(name)
     try:
         yield
     finally:

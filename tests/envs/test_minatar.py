@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
+import rxrl.envs.minatar as rxrl_minatar
 from rxrl.envs.minatar import channels_first
 from rxrl.envs.vector import EnvSpaces, make_env, make_vector_env, registered_id
 
@@ -101,3 +103,27 @@ def test_minatar_imports_its_rendering_modules_only_when_it_renders() -> None:
     if out[1] != "not installed":
         assert out[1] == "3 matplotlib.pyplot"
         assert out[2] == "module True"
+
+
+def test_stand_ins_load_the_real_module_on_first_use_and_leave_sys_modules_as_it_was(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mechanism on modules of the test's choosing: an installed one that is not imported
+    gets a stand-in while the block runs, which imports the real module at its first attribute
+    read; one that is not installed gets none (its import still fails); afterwards no stand-in
+    is left in ``sys.modules``; with MinAtar already imported, none is made."""
+    missing = "rxrl_test_no_such_module"
+    monkeypatch.setattr(rxrl_minatar, "RENDER_ONLY", ("wave", missing))
+    monkeypatch.delitem(sys.modules, "wave", raising=False)
+    monkeypatch.delitem(sys.modules, "minatar.environment", raising=False)
+    with rxrl_minatar.render_modules_on_first_use():
+        stand_in = sys.modules["wave"]
+        assert isinstance(stand_in, rxrl_minatar.OnFirstUse) and missing not in sys.modules
+    assert "wave" not in sys.modules
+    assert callable(stand_in.open) and type(sys.modules["wave"]) is not rxrl_minatar.OnFirstUse
+    assert stand_in.__name__ == "wave" and stand_in.open is sys.modules["wave"].open
+    with pytest.raises(ImportError):
+        __import__(missing)
+    monkeypatch.delitem(sys.modules, "wave")
+    monkeypatch.setitem(sys.modules, "minatar.environment", types.ModuleType("minatar.environment"))
+    with rxrl_minatar.render_modules_on_first_use():
+        assert "wave" not in sys.modules

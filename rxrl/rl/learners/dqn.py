@@ -99,8 +99,15 @@ class DQNLearner:
         seed: int = 0,
         env_kwargs: Mapping[str, Any] | None = None,
         collective: Collective | None = None,
+        scripted: bool = True,
     ) -> None:
         self.config = config = config or DQNConfig()
+        #: take each step as one TorchScript call (`rxrl.rl.learners.dqn_script`: the same
+        #: bits) where it applies: one learner (no group) with `FusedAdam`, a Q-net its trace
+        #: reproduces; False: always the eager step
+        self.scripted = scripted
+        self._script: Any | None = None  # built at the first step; not pickled (__getstate__)
+        self._script_tried = False
         #: this learner's place in a learner group (`rxrl.rl.learners.collective`), or None
         self.collective = collective
         self.spaces = env if isinstance(env, EnvSpaces) else EnvSpaces.of(env, env_kwargs)
@@ -120,6 +127,8 @@ class DQNLearner:
             raise ValueError("DQNLearner.train: got an empty batch")
         if self.collective is not None:
             return self._group_train(batch, start)
+        if self.scripted and (step := self._scripted_step(batch)) is not None:
+            return self._script_train(step, batch, start)
         loss, td, q_taken, targets = self._loss(batch, slice(None))
         self.optimizer.zero_grad(set_to_none=True)
         torch.autograd.backward(loss)
@@ -131,13 +140,7 @@ class DQNLearner:
                                                                  torch.Tensor]:
         """The TD loss of ``batch``'s ``rows`` (their mean), their TD errors, Q(s, a) and targets."""
         c = self.config
-
-        with warnings.catch_warnings():  # a batch from Ray's object store is read-only: only read here
-            warnings.filterwarnings("ignore", "The given NumPy array is not writable")
-            obs, next_obs, rewards, terminateds, n_steps, actions = (
-                torch.as_tensor(a[rows]) for a in (batch.obs, batch.next_obs, batch.rewards,
-                                                    batch.terminateds, batch.n_steps, batch.actions))
-            weights = None if batch.weights is None else torch.as_tensor(batch.weights[rows])
+        obs, next_obs, rewards, terminateds, n_steps, actions, weights = _tensors(batch, rows)
         q_all = self.q_net(obs)
         with torch.no_grad():  # the bootstrap's forwards build no graph: the backward pass covers
             # obs alone (one forward over obs and next_obs together made it twice as long)
@@ -150,17 +153,58 @@ class DQNLearner:
 
     def _clipped_step(self) -> float:
         """Clip the gradients, step, move the target net when due; the pre-clipping norm."""
+        norm = clip_gradients(self._parameters, self.config.max_grad_norm)
+        self._decay_lr()
+        self.optimizer.step()
+        self._count_step()
+        return norm
+
+    def _decay_lr(self) -> None:
+        """Set this step's learning rate: linear decay to 0 (`DQNConfig.lr_decay_steps`), if set."""
         c = self.config
-        norm = clip_gradients(self._parameters, c.max_grad_norm)
-        if (updates := c.lr_decay_updates) is not None:  # linear decay to 0 (DQNConfig.lr_decay_steps)
+        if (updates := c.lr_decay_updates) is not None:
             lr = c.lr * max(0.0, 1.0 - self.num_updates / updates)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-        self.optimizer.step()
+
+    def _count_step(self) -> None:
+        """Count an optimizer step; move the target net when due."""
         self.num_updates += 1
-        if self.num_updates % c.target_update_interval == 0:
-            self.update_target(c.tau)
-        return norm
+        if self.num_updates % self.config.target_update_interval == 0:
+            self.update_target(self.config.tau)
+
+    def _scripted_step(self, batch: TransitionBatch) -> Any | None:
+        """The step as one TorchScript call (`script_step`), built at the first step, or None
+        where it does not apply (then and after: the eager step)."""
+        if self._script is None and not self._script_tried:
+            self._script_tried = True
+            if isinstance(self.optimizer, FusedAdam):
+                from rxrl.rl.learners.dqn_script import script_step
+
+                c = self.config
+                self._script = script_step(self.q_net, self.target_net, _tensors(batch, slice(0, 2))[0],
+                                           c.double_q, c.gamma, c.huber_delta, c.max_grad_norm)
+        return self._script
+
+    def _script_train(self, step: Any, batch: TransitionBatch,
+                      start: float) -> tuple[TrainMetrics, npt.NDArray[np.float32]]:
+        """`train` as one call of `step` (`rxrl.rl.learners.dqn_script.DQNStep`): the same
+        bits as the eager step, gradients left on the parameters as it leaves them."""
+        from rxrl.rl.learners.dqn_script import unoptimized
+
+        optimizer = cast(FusedAdam, self.optimizer)
+        self._decay_lr()
+        exp_avgs, exp_avg_sqs, steps = optimizer.moments()
+        group = optimizer.param_groups[0]
+        with unoptimized():
+            out = step(*_tensors(batch, slice(None)), self._parameters, exp_avgs, exp_avg_sqs, steps,
+                       float(group["lr"]), *group["betas"], group["eps"])
+        for p, g in zip(self._parameters, out[5:], strict=True):
+            p.grad = g
+        self._count_step()
+        loss, td_abs, targets, q, norm = out[:5]
+        metrics = self._metrics(loss, q, targets, float(norm), len(batch), start)
+        return metrics, td_abs.numpy().astype(np.float32, copy=False)
 
     def _group_train(self, batch: TransitionBatch,
                      start: float) -> tuple[TrainMetrics, npt.NDArray[np.float32]]:
@@ -186,6 +230,10 @@ class DQNLearner:
         metrics = self._metrics(torch.tensor(summed[0]), torch.as_tensor(full[1]), torch.as_tensor(full[2]),
                                 norm, n, start)
         return metrics, full[0]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A TorchScript module does not pickle: a copy builds its own at its first step.
+        return {**self.__dict__, "_script": None, "_script_tried": False}
 
     def update_target(self, tau: float = 1.0) -> None:
         """Move the target network to `tau * online + (1 - tau) * target` (`tau = 1`: copy)."""
@@ -273,12 +321,7 @@ class FusedAdam(Adam):
         live = [i for i, p in enumerate(self.params) if p.grad is not None]
         if not live:
             return
-        for i in live:
-            if self.steps[i] is None:
-                p = self.params[i]
-                self.steps[i] = torch.zeros((), dtype=torch.float32, device=p.device)
-                self.exp_avgs[i] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                self.exp_avg_sqs[i] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        self._init_state(live)
         params = [self.params[i] for i in live]
         steps = [cast(torch.Tensor, self.steps[i]) for i in live]
         torch._foreach_add_(steps, 1)
@@ -289,6 +332,24 @@ class FusedAdam(Adam):
             amsgrad=False, lr=float(group["lr"]), beta1=beta1, beta2=beta2, weight_decay=0.0,
             eps=group["eps"], maximize=False, grad_scale=None, found_inf=None)
 
+    def _init_state(self, indices: Iterable[int]) -> None:
+        """Make the step count and moments of the parameters at ``indices`` that have none
+        (as torch does at a parameter's first step)."""
+        for i in indices:
+            if self.steps[i] is None:
+                p = self.params[i]
+                self.steps[i] = torch.zeros((), dtype=torch.float32, device=p.device)
+                self.exp_avgs[i] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                self.exp_avg_sqs[i] = torch.zeros_like(p, memory_format=torch.preserve_format)
+
+    def moments(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+        """Every parameter's first and second moments and step count (made where missing),
+        the live tensors `step` updates: for a step taken elsewhere with the same kernel
+        (`rxrl.rl.learners.dqn_script`)."""
+        self._init_state(range(len(self.params)))
+        return (cast(list[torch.Tensor], self.exp_avgs), cast(list[torch.Tensor], self.exp_avg_sqs),
+                cast(list[torch.Tensor], self.steps))
+
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore a `state_dict` of this class or of ``torch.optim.Adam``, fused or not."""
         groups = [{**g, "fused": None} for g in state_dict["param_groups"]]
@@ -297,6 +358,22 @@ class FusedAdam(Adam):
             step = self.steps[i]
             if step is not None:
                 self.steps[i] = step.to(p.device)
+
+
+_BatchTensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                 torch.Tensor | None]
+
+
+def _tensors(batch: TransitionBatch, rows: slice) -> _BatchTensors:
+    """``batch``'s ``rows`` as tensors (no copies): obs, next obs, rewards, terminateds, n-steps,
+    actions and the importance weights (None without)."""
+    with warnings.catch_warnings():  # a batch from Ray's object store is read-only: only read here
+        warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+        obs, next_obs, rewards, terminateds, n_steps, actions = (
+            torch.as_tensor(a[rows]) for a in (batch.obs, batch.next_obs, batch.rewards,
+                                                batch.terminateds, batch.n_steps, batch.actions))
+        weights = None if batch.weights is None else torch.as_tensor(batch.weights[rows])
+    return obs, next_obs, rewards, terminateds, n_steps, actions, weights
 
 
 def _adam(net: torch.nn.Module, lr: float, eps: float) -> Adam:

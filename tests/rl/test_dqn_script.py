@@ -35,7 +35,7 @@ def batch(spaces: EnvSpaces, rng: np.random.Generator, n: int, weighted: bool) -
     def obs() -> Any:
         space = spaces.observation
         if isinstance(space, gym.spaces.Discrete):
-            return rng.integers(int(space.start), int(space.start + space.n), n)
+            return rng.integers(int(space.start), int(space.start) + int(space.n), n)
         assert isinstance(space, gym.spaces.Box)
         if space.dtype == np.uint8:
             return rng.integers(0, int(space.high.max()) + 1, (n, *space.shape)).astype(np.uint8)

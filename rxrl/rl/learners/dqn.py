@@ -133,7 +133,8 @@ class DQNLearner:
         self.optimizer.zero_grad(set_to_none=True)
         torch.autograd.backward(loss)
         norm = self._clipped_step()
-        metrics = self._metrics(loss, q_taken.detach(), targets, norm, len(batch), start)
+        variances = _variances(targets, q_taken.detach())
+        metrics = self._metrics(float(loss.detach()), *variances, norm, len(batch), start)
         return metrics, td.abs().numpy().astype(np.float32, copy=False)
 
     def _loss(self, batch: TransitionBatch, rows: slice) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
@@ -199,12 +200,12 @@ class DQNLearner:
         with unoptimized():
             out = step(*_tensors(batch, slice(None)), self._parameters, exp_avgs, exp_avg_sqs, steps,
                        float(group["lr"]), *group["betas"], group["eps"])
-        for p, g in zip(self._parameters, out[5:], strict=True):
+        for p, g in zip(self._parameters, out[2:], strict=True):
             p.grad = g
         self._count_step()
-        loss, td_abs, targets, q, norm = out[:5]
-        metrics = self._metrics(loss, q, targets, float(norm), len(batch), start)
-        return metrics, td_abs.numpy().astype(np.float32, copy=False)
+        loss, norm, targets_var, residual_var = out[0].tolist()  # one conversion (float32 values)
+        metrics = self._metrics(loss, targets_var, residual_var, norm, len(batch), start)
+        return metrics, out[1].numpy().astype(np.float32, copy=False)
 
     def _group_train(self, batch: TransitionBatch,
                      start: float) -> tuple[TrainMetrics, npt.NDArray[np.float32]]:
@@ -227,8 +228,8 @@ class DQNLearner:
         summed = collective.sum_gradients_(list(self.q_net.parameters()), [loss_share, *columns.ravel()])
         norm = self._clipped_step()
         full = np.asarray(summed[1:], np.float32).reshape(3, n)
-        metrics = self._metrics(torch.tensor(summed[0]), torch.as_tensor(full[1]), torch.as_tensor(full[2]),
-                                norm, n, start)
+        variances = _variances(torch.as_tensor(full[2]), torch.as_tensor(full[1]))
+        metrics = self._metrics(float(torch.tensor(summed[0])), *variances, norm, n, start)
         return metrics, full[0]
 
     def __getstate__(self) -> dict[str, Any]:
@@ -274,14 +275,14 @@ class DQNLearner:
         self.num_updates = int(state["num_updates"])
         self.num_target_updates = int(state["num_target_updates"])
 
-    def _metrics(
-        self, loss: torch.Tensor, q: torch.Tensor, targets: torch.Tensor, norm: float, rows: int, start: float
-    ) -> TrainMetrics:
-        var = float(targets.var()) if rows > 1 else 0.0
-        explained = float("nan") if var == 0.0 else 1.0 - float((targets - q).var()) / var
+    def _metrics(self, loss: float, targets_var: float, residual_var: float, norm: float, rows: int,
+                 start: float) -> TrainMetrics:
+        """The step's report: ``explained_variance`` from the targets' variance and that of their
+        residuals by Q(s, a) (`_variances`), NaN where the targets do not vary."""
+        explained = float("nan") if targets_var == 0.0 else 1.0 - residual_var / targets_var
         return TrainMetrics(
             policy_loss=0.0,
-            value_loss=float(loss.detach()),
+            value_loss=loss,
             entropy=0.0,
             approx_kl=0.0,
             clip_fraction=0.0,
@@ -374,6 +375,14 @@ def _tensors(batch: TransitionBatch, rows: slice) -> _BatchTensors:
                                                 batch.terminateds, batch.n_steps, batch.actions))
         weights = None if batch.weights is None else torch.as_tensor(batch.weights[rows])
     return obs, next_obs, rewards, terminateds, n_steps, actions, weights
+
+
+def _variances(targets: torch.Tensor, q: torch.Tensor) -> tuple[float, float]:
+    """The variance of ``targets`` and of their residuals ``targets - q`` (0 for one row), for
+    the explained variance (`DQNStep` computes the same two in its call)."""
+    if len(targets) < 2:
+        return 0.0, 0.0
+    return float(targets.var()), float((targets - q).var())
 
 
 def _adam(net: torch.nn.Module, lr: float, eps: float) -> Adam:

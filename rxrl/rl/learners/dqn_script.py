@@ -31,9 +31,10 @@ from torch import nn
 
 class DQNStep(nn.Module):
     """A DQN optimizer step over traced ``online`` and ``target`` Q-networks (modules whose
-    parameters are the learner's own): `forward` returns the loss, the rows' ``|TD|``, their
-    targets and ``Q(s, a)``, and the gradients' global norm before clipping, then the
-    gradients themselves (one list, as TorchScript returns it)."""
+    parameters are the learner's own): `forward` returns the step's figures (the loss, the
+    gradients' global norm before clipping, the variances of the targets and of their
+    residuals by ``Q(s, a)``, as one float64 tensor: one conversion into Python), the rows'
+    ``|TD|``, then the gradients themselves (one list, as TorchScript returns it)."""
 
     def __init__(self, online: nn.Module, target: nn.Module, double_q: bool, gamma: float,
                  huber_delta: float, max_grad_norm: float | None) -> None:
@@ -48,7 +49,7 @@ class DQNStep(nn.Module):
                 weights: torch.Tensor | None, params: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                 exp_avg_sqs: list[torch.Tensor], steps: list[torch.Tensor], lr: float, beta1: float,
                 beta2: float, eps: float) -> list[torch.Tensor]:
-        """One step: ``[loss, |TD|, targets, Q(s, a), pre-clipping norm, *gradients]``."""
+        """One step: ``[figures, |TD|, *gradients]``."""
         q_all = self.online(obs)
         with torch.no_grad():  # td_targets
             next_target = self.target(next_obs)
@@ -80,7 +81,12 @@ class DQNStep(nn.Module):
             torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, no_max, steps, lr=lr, beta1=beta1,
                                beta2=beta2, weight_decay=0.0, eps=eps, amsgrad=False, maximize=False)
         q = q_taken.detach()
-        return [loss.detach(), (q - targets).abs(), targets, q, norm] + grads  # noqa: RUF005 (TorchScript: no *)
+        if q.size(0) > 1:  # rxrl.rl.learners.dqn._variances
+            variances = [targets.var(), (targets - q).var()]
+        else:
+            variances = [torch.zeros_like(norm), torch.zeros_like(norm)]
+        stats = torch.stack([loss.detach(), norm] + variances).double()  # noqa: RUF005 (TorchScript: no *)
+        return [stats, (q - targets).abs()] + grads  # noqa: RUF005
 
 
 def script_step(online: nn.Module, target: nn.Module, example_obs: torch.Tensor, double_q: bool,

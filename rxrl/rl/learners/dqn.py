@@ -18,6 +18,7 @@ from rxrl.rl.config import DQNConfig, QNetConfig
 from rxrl.rl.data.metrics import TrainMetrics
 from rxrl.rl.data.transitions import TransitionBatch
 from rxrl.rl.learners.adam import Adam
+from rxrl.rl.learners.dqn_script import script_step, unoptimized
 from rxrl.rl.models.policy import Weights
 from rxrl.rl.models.qnet import QNetwork, make_q_network
 from rxrl.rl.objectives.losses import clip_gradients
@@ -180,8 +181,6 @@ class DQNLearner:
         if self._script is None and not self._script_tried:
             self._script_tried = True
             if isinstance(self.optimizer, FusedAdam):
-                from rxrl.rl.learners.dqn_script import script_step
-
                 c = self.config
                 self._script = script_step(self.q_net, self.target_net, _tensors(batch, slice(0, 2))[0],
                                            c.double_q, c.gamma, c.huber_delta, c.max_grad_norm)
@@ -191,8 +190,6 @@ class DQNLearner:
                       start: float) -> tuple[TrainMetrics, npt.NDArray[np.float32]]:
         """`train` as one call of `step` (`rxrl.rl.learners.dqn_script.DQNStep`): the same
         bits as the eager step, gradients left on the parameters as it leaves them."""
-        from rxrl.rl.learners.dqn_script import unoptimized
-
         optimizer = cast(FusedAdam, self.optimizer)
         self._decay_lr()
         exp_avgs, exp_avg_sqs, steps = optimizer.moments()
